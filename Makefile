@@ -1,0 +1,41 @@
+# make run   - set up, then train the default supernet on Fashion-MNIST, search a budget, export
+# make test  - set up, then run the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+FASHION_MNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+RUN ?= default
+# Two OpenMP threads per process; torch processes started side by side set their own.
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: setup data run test bench clean
+
+setup: $(STAMP) data
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+data:
+	@if [ -f $(FASHION_MNIST) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; \
+	else \
+		echo "Fashion-MNIST is missing; install it with: sudo apt-get install dataset-fashion-mnist"; \
+		exit 1; \
+	fi
+
+run: setup
+	$(BIN)/nas space fashion_mnist_mbv3
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python benchmarks/elastic_overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,340 @@
+"""Run configuration: frozen dataclasses loaded from YAML with dotted `--set` overrides.
+
+`load_config(name_or_path, overrides)` is the only way YAML becomes a `RunConfig`. Every
+problem is collected in one pass and reported as `FILE: key.path: problem`. Plugin sections
+(`space`, `strategy.sampler`, `strategy.distill`, `strategy` itself) are `{name, options}`:
+the options may sit under `options:` or inline beside `name`, and a bare string is `{name}`.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from nas import yaml_io
+from nas.errors import ConfigError, NasError, clip
+from nas.registry import DISTILL_LOSSES, SAMPLERS, SPACES, STRATEGIES, Registry
+from nas.schema import Problems, convert_dataclass, to_plain
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """A registered plugin by name, with its validated options dataclass."""
+
+    name: str
+    options: Any = None
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    crop_padding: int = 2       # random crop of the original size after zero padding (0: off)
+    hflip: bool = True
+
+    def __post_init__(self) -> None:
+        if self.crop_padding < 0:
+            raise ConfigError(f"crop_padding: must be >= 0, got {self.crop_padding}")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    name: Literal["fashion_mnist", "cifar10", "cifar100", "imagefolder"] = "fashion_mnist"
+    root: str | None = None      # None: /usr/share/datasets/fashion-mnist for fashion_mnist
+    val_size: int = 5000         # fixed seeded slice of the training images, whatever train_size is
+    train_size: int | None = None  # None: every training image left after the validation split
+    split_seed: int = 0
+    image_size: int | None = None  # imagefolder only: images are resized and centre-cropped to it
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.val_size < 1:
+            problems.append(f"val_size: must be >= 1, got {self.val_size}")
+        if self.train_size is not None and self.train_size < 1:
+            problems.append(f"train_size: must be >= 1 or null, got {self.train_size}")
+        if self.name == "imagefolder" and self.image_size is None:
+            problems.append("image_size: required for imagefolder data")
+        if problems:
+            raise ConfigError(problems)
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    name: str = "sgd"            # any timm optimizer name (timm.optim.list_optimizers())
+    lr: float = 0.1
+    momentum: float = 0.9
+    nesterov: bool = True
+    weight_decay: float = 5e-4   # never applied to batch-norm parameters and biases
+    betas: tuple[float, ...] | None = None
+    eps: float | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.lr <= 0:
+            problems.append(f"lr: must be > 0, got {self.lr}")
+        if self.weight_decay < 0:
+            problems.append(f"weight_decay: must be >= 0, got {self.weight_decay}")
+        if self.betas is not None and len(self.betas) != 2:
+            problems.append(f"betas: needs two values, got {list(self.betas)}")
+        if problems:
+            raise ConfigError(problems)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    name: Literal["cosine", "step", "multistep", "plateau", "tanh", "poly", "constant"] = "cosine"
+    warmup_steps: int = 200      # linear warm-up from warmup_lr, in iterations
+    warmup_lr: float = 1e-5
+    min_lr: float = 0.0
+    decay_rate: float = 0.1      # step/multistep schedules
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps: must be >= 0, got {self.warmup_steps}")
+
+
+@dataclass(frozen=True)
+class GradClipConfig:
+    value: float | None = 1.0    # element-wise value clip (AttentiveNAS/AlphaNet); null: off
+    norm: float | None = None    # total-norm clip; null: off
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    every_steps: int = 100
+    every_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.every_steps < 1 or self.every_seconds <= 0:
+            raise ConfigError("every_steps, every_seconds: must be positive")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int | None = 4       # exactly one of epochs and steps
+    steps: int | None = None
+    batch_size: int = 128        # global: divided over DDP ranks
+    seed: int = 0
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    grad_clip: GradClipConfig = field(default_factory=GradClipConfig)
+    threads: int | None = None   # None: respect OMP_NUM_THREADS / torch's default
+    precision: Literal["fp32", "bf16"] = "fp32"   # bf16 autocast: for GPUs (4x slower on AVX2 CPUs)
+    channels_last: bool = True
+    log_every: int = 20
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if (self.epochs is None) == (self.steps is None):
+            problems.append("epochs, steps: give exactly one of them (the other null)")
+        for key in ("epochs", "steps", "threads"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                problems.append(f"{key}: must be >= 1, got {value}")
+        if self.batch_size < 1:
+            problems.append(f"batch_size: must be >= 1, got {self.batch_size}")
+        if problems:
+            raise ConfigError(problems)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    bn_recal_batches: int = 20   # training batches for BN recalibration before each evaluation
+    bn_recal_batch_size: int = 128
+    batch_size: int = 256
+
+    def __post_init__(self) -> None:
+        if min(self.bn_recal_batches, self.bn_recal_batch_size, self.batch_size) < 1:
+            raise ConfigError("bn_recal_batches, bn_recal_batch_size, batch_size: must be >= 1")
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    name: str = "one_shot"
+    options: Any = None
+    sampler: Plugin = field(default_factory=lambda: Plugin("sandwich"))
+    distill: Plugin = field(default_factory=lambda: Plugin("kl"))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run: what to search over, on which data, how to train and evaluate."""
+
+    space: Plugin
+    data: DataConfig = field(default_factory=DataConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    source: str = field(default="<dict>", compare=False)
+
+    def to_dict(self) -> dict:
+        """Plain data that `load_config` reads back to an equal config."""
+        data = to_plain(self)
+        data.pop("source")
+        return data
+
+
+_PLUGIN_SECTIONS: dict[tuple[str, ...], Registry] = {
+    ("space",): SPACES, ("strategy",): STRATEGIES,
+    ("strategy", "sampler"): SAMPLERS, ("strategy", "distill"): DISTILL_LOSSES,
+}
+_STRATEGY_KEYS = {"name", "options", "sampler", "distill"}
+
+
+def _normalise_plugin(section: Any, fixed: set[str] = frozenset()) -> Any:
+    """`"x"` -> `{name: x, options: {}}`; inline option keys move under `options`."""
+    if isinstance(section, str):
+        return {"name": section, "options": {}}
+    if not isinstance(section, dict):
+        return section
+    section = dict(section)
+    inline = {k: section.pop(k) for k in list(section) if k not in fixed | {"name", "options"}}
+    if inline and isinstance(section.get("options", {}), dict):
+        section["options"] = {**(section.get("options") or {}), **inline}
+    else:
+        section.update(inline)
+    return section
+
+
+def _normalise(raw: dict) -> dict:
+    raw = copy.deepcopy(raw)
+    if "space" in raw:
+        raw["space"] = _normalise_plugin(raw["space"])
+    strategy = raw.get("strategy")
+    if isinstance(strategy, dict):
+        strategy = _normalise_plugin(strategy, fixed=_STRATEGY_KEYS - {"name", "options"})
+        for key in ("sampler", "distill"):
+            if key in strategy:
+                strategy[key] = _normalise_plugin(strategy[key])
+        raw["strategy"] = strategy
+    return raw
+
+
+def _set_path(raw: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = raw
+    for i, key in enumerate(keys[:-1]):
+        plugin = _PLUGIN_SECTIONS.get(tuple(keys[: i + 1]))
+        child = node.get(key)
+        if isinstance(child, str):
+            child = node[key] = {"name": child}
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+        nxt = keys[i + 1]
+        if plugin is not None and nxt not in {"name", "options"} | (
+                _STRATEGY_KEYS if plugin is STRATEGIES else set()):
+            node = node.setdefault("options", {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {dotted}: {'.'.join(keys[:i + 1])}.options is not a mapping")
+    node[keys[-1]] = value
+
+
+def _plugin(registry: Registry, section: Any, path: str, problems: Problems) -> Plugin | None:
+    if not isinstance(section, dict) or not isinstance(section.get("name"), str):
+        problems.add(path, f"expected a name or a mapping with 'name', got {clip(section)}")
+        return None
+    unknown = set(section) - {"name", "options"}
+    if unknown:
+        problems.add(path, f"unknown keys {sorted(unknown)} beside name/options")
+        return None
+    try:
+        entry = registry.get(section["name"])
+    except NasError as e:
+        problems.add(f"{path}.name", str(e).split(": ", 1)[-1])
+        return None
+    options = convert_dataclass(entry.options, section.get("options") or {}, f"{path}.options", problems)
+    return Plugin(section["name"], options) if dataclasses.is_dataclass(options) else None
+
+
+def build_config(raw: dict, source: str = "<dict>", overridden: tuple[str, ...] = ()) -> RunConfig:
+    """Validate plain data into a `RunConfig`, raising one `ConfigError` with every problem.
+
+    Problems under a key path given in `overridden` are reported as coming from `--set`.
+    """
+    problems = Problems()
+    raw = _normalise(raw)
+    plugins: dict[str, Any] = {}
+    if "space" not in raw:
+        problems.add("space", "missing (required): e.g. space: {name: mobilenetv3}")
+    else:
+        plugins["space"] = _plugin(SPACES, raw.pop("space"), "space", problems)
+    strategy = raw.pop("strategy", {}) or {}
+    if not isinstance(strategy, dict):
+        problems.add("strategy", f"expected a mapping, got {clip(strategy)}")
+        strategy = {}
+    strategy.setdefault("name", "one_shot")
+    strategy_plugins = {
+        key: _plugin(registry, strategy.pop(key, default), f"strategy.{key}", problems)
+        for key, registry, default in (("sampler", SAMPLERS, {"name": "sandwich"}),
+                                       ("distill", DISTILL_LOSSES, {"name": "kl"}))}
+    unknown = set(strategy) - {"name", "options"}
+    for key in unknown:
+        problems.add(f"strategy.{key}", f"unknown key; allowed: {', '.join(sorted(_STRATEGY_KEYS))}")
+        strategy.pop(key)
+    top = _plugin(STRATEGIES, strategy, "strategy", problems)
+    body = convert_dataclass(_RunBody, raw, "", problems)
+    if problems:
+        def source_of(path: str) -> str:
+            plain = path.replace(".options.", ".")
+            hit = any(p == plain or plain.startswith(p + ".") or p.startswith(plain + ".")
+                      for p in (o.replace(".options.", ".") for o in overridden)) if path else False
+            return "--set" if hit else source
+        raise ConfigError(problems.lines(source_of))
+    return RunConfig(space=plugins["space"], data=body.data, train=body.train, eval=body.eval,
+                     strategy=StrategyConfig(top.name, top.options, strategy_plugins["sampler"],
+                                             strategy_plugins["distill"]), source=source)
+
+
+@dataclass(frozen=True)
+class _RunBody:
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+def shipped_configs() -> list[str]:
+    """Names of the configs shipped in `nas/configs/`."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+
+
+def resolve_config_path(name_or_path: str | Path) -> Path:
+    """A path as given, or a shipped config by name (with or without `.yaml`)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    shipped = CONFIG_DIR / f"{Path(str(name_or_path)).stem}.yaml"
+    if path.suffix in ("", ".yaml") and len(path.parts) == 1 and shipped.is_file():
+        return shipped
+    from nas.registry import did_you_mean
+    raise ConfigError(f"{name_or_path}: no such config file or shipped config"
+                      f"{did_you_mean(path.stem, shipped_configs())}; shipped: {', '.join(shipped_configs())}")
+
+
+def parse_overrides(overrides: list[str] | tuple[str, ...]) -> list[tuple[str, Any]]:
+    """`key.path=value` strings as (path, parsed value) pairs."""
+    parsed = []
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+            raise ConfigError(f"--set {clip(item)}: expected KEY.PATH=VALUE, e.g. train.epochs=3")
+        parsed.append((key.strip(), yaml_io.parse_scalar(text, f"--set {key.strip()}")))
+    return parsed
+
+
+def load_config(name_or_path: str | Path | dict, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Load a shipped config by name, a YAML file, or a plain dict, with `--set` overrides."""
+    if isinstance(name_or_path, dict):
+        raw, source = copy.deepcopy(name_or_path), "<dict>"
+    else:
+        path = resolve_config_path(name_or_path)
+        raw, source = yaml_io.load_mapping(path), str(path)
+    raw = _normalise(raw)
+    parsed = parse_overrides(overrides)
+    for key, value in parsed:
+        _set_path(raw, key, value)
+    return build_config(raw, source, tuple(key for key, _ in parsed))

@@ -1,0 +1,83 @@
+"""Export a subnet: a static module of plain torch layers, checked and saved.
+
+Files (CONTRACT.md §7), written directly in the output directory:
+`model.pt2` (torch.export of the eval-mode model, dynamic batch), `weights.safetensors`,
+`arch.yaml`, `metrics.json`, and `timm.json` where the space maps to a timm model.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+from nas.arch import arch_id, write_arch_file
+from nas.costs import parameter_count
+from search_spaces.base import Supernet
+
+MAX_BATCH = 1 << 16
+
+
+def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
+    """torch.export of an eval-mode model with a dynamic batch dimension."""
+    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+    return torch.export.export(model.eval(), (example,), dynamic_shapes={"x": {0: batch}})
+
+
+def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str, Any],
+                       example: torch.Tensor) -> float:
+    """Largest |output difference| between `supernet` with `arch` active and `static` (eval mode)."""
+    was_training, previous = supernet.training, dict(supernet.active_arch)
+    supernet.eval()
+    supernet.set_active(arch)
+    try:
+        with torch.no_grad():
+            return (supernet(example) - static(example)).abs().max().item()
+    finally:
+        supernet.train(was_training)
+        if previous:
+            supernet.set_active(previous)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path,
+                metrics: Mapping[str, Any] | None = None, preprocessing: Mapping[str, Any] | None = None,
+                tolerance: float = 1e-5) -> dict:
+    """Export `arch` from `supernet` into `out_dir`; returns the metrics written.
+
+    The static model is compared with the supernet on a seeded batch first; a difference above
+    `tolerance` is an internal error (the export would not be the searched subnet).
+    """
+    space = supernet.space
+    arch = space.canonical(arch)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    static = supernet.export(arch)
+    size = space.input_size(arch)
+    generator = torch.Generator().manual_seed(0)
+    example = torch.randn(4, space.in_chans, size, size, generator=generator)
+    difference = max_abs_difference(supernet, static, arch, example)
+    if not difference <= tolerance:
+        raise RuntimeError(f"export differs from the supernet by {difference:.3g} (> {tolerance})")
+    torch.export.save(export_program(static, example[:2]), str(out_dir / "model.pt2"))
+    save_file({k: v.contiguous() for k, v in static.state_dict().items()}, str(out_dir / "weights.safetensors"))
+    write_arch_file(arch, out_dir / "arch.yaml")
+    timm_config = supernet.timm_config(arch)
+    if timm_config is not None:
+        _write_json(out_dir / "timm.json", timm_config)
+    macs = space.macs(arch)
+    record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
+              "max_abs_difference": difference, **dict(metrics or {})}
+    if preprocessing is not None:
+        record["preprocessing"] = dict(preprocessing)
+    _write_json(out_dir / "metrics.json", record)
+    return record

@@ -1,0 +1,265 @@
+"""`ArchSpace` (named categorical choices) and the `Supernet` module interface.
+
+An arch is a flat dict of every choice of the space. A choice can be *gated* by a depth-like
+choice: `stage1.block2.kernel_size` only matters when `stage1.depth > 2`. `canonical` sets
+every inactive choice to its first value, so two dicts that describe the same network are
+equal. Spaces with other activity rules (cell spaces) override `active_keys` and `size`.
+Every random operation takes an explicit `random.Random`.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import torch
+from torch import nn
+
+from nas.arch import Arch, Value
+from nas.errors import ArchError
+from nas.registry import did_you_mean
+
+
+class LayerCost(NamedTuple):
+    """One layer of an architecture: its configuration key, costs and place in the export.
+
+    `key` identifies the layer configuration (two layers with equal keys cost the same);
+    `modules` are the dotted paths of the exported model's submodules that run it, in order,
+    on an input of shape `in_shape` (without batch).
+    """
+
+    key: str
+    macs: int
+    params: int
+    in_shape: tuple[int, ...]
+    modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """`key` is active only when `arch[depth_key] > index`."""
+
+    depth_key: str
+    index: int
+
+
+class ArchSpace:
+    """Named categorical choices; each list is ordered from cheapest to most expensive."""
+
+    name = "space"
+
+    def __init__(self, choices: Mapping[str, Sequence[Value]], gates: Mapping[str, Gate] | None = None):
+        self._choices = {key: tuple(values) for key, values in choices.items()}
+        self._gates = dict(gates or {})
+        for key, values in self._choices.items():
+            if not values:
+                raise ValueError(f"choice '{key}' has no values")
+        for key, gate in self._gates.items():
+            if gate.depth_key in self._gates:
+                raise ValueError(f"gate of '{key}' depends on gated key '{gate.depth_key}'")
+
+    # -- structure ------------------------------------------------------------------------
+    def choices(self) -> dict[str, tuple[Value, ...]]:
+        """Every choice name with its allowed values, in order."""
+        return dict(self._choices)
+
+    def keys(self) -> list[str]:
+        return list(self._choices)
+
+    def active_keys(self, arch: Mapping[str, Value]) -> set[str]:
+        """The choices that change the network for this arch."""
+        return {key for key in self._choices
+                if key not in self._gates or arch[self._gates[key].depth_key] > self._gates[key].index}
+
+    def raw_size(self) -> int:
+        """Product of the number of values of every choice."""
+        return math.prod(len(v) for v in self._choices.values())
+
+    def size(self) -> int:
+        """Number of distinct canonical architectures (exact)."""
+        gated_by: dict[str, list[str]] = {}
+        for key, gate in self._gates.items():
+            gated_by.setdefault(gate.depth_key, []).append(key)
+        total = 1
+        for key, values in self._choices.items():
+            if key in self._gates:
+                continue
+            if key not in gated_by:
+                total *= len(values)
+                continue
+            total *= sum(math.prod(len(self._choices[k]) for k in gated_by[key]
+                                   if depth > self._gates[k].index) for depth in values)
+        return total
+
+    def restrict(self, key: str, values: Sequence[Value]) -> "ArchSpace":
+        """A copy of this space where `key` takes only `values` (a non-empty subset, same order)."""
+        if key not in self._choices:
+            raise ArchError(f"{key}: unknown choice{did_you_mean(key, self._choices)}")
+        unknown = [v for v in values if v not in self._choices[key]]
+        if unknown or not values:
+            raise ArchError(f"{key}: cannot restrict to {list(values)}; allowed {list(self._choices[key])}")
+        space = copy.copy(self)
+        space._choices = dict(self._choices)
+        space._choices[key] = tuple(v for v in self._choices[key] if v in values)
+        return space
+
+    # -- checking -------------------------------------------------------------------------
+    def validate(self, arch: Mapping[str, Any]) -> None:
+        """Raise `ArchError` naming the first problem key and its allowed values."""
+        if not isinstance(arch, Mapping):
+            raise ArchError(f"an arch is a mapping of choice names to values, got {type(arch).__name__}")
+        for key in arch:
+            if key not in self._choices:
+                raise ArchError(f"{key}: unknown choice of space '{self.name}'"
+                                f"{did_you_mean(key, self._choices)}")
+        for key, values in self._choices.items():
+            if key not in arch:
+                raise ArchError(f"{key}: missing (allowed values {list(values)})")
+            value = arch[key]
+            if isinstance(value, bool) or value not in values:
+                raise ArchError(f"{key}: {value!r} is not allowed; choose one of {list(values)}")
+
+    def canonical(self, arch: Mapping[str, Any]) -> Arch:
+        """Validated copy in key order, inactive choices set to their first value."""
+        self.validate(arch)
+        arch = {key: self._choices[key][self._choices[key].index(arch[key])] for key in self._choices}
+        active = self.active_keys(arch)
+        return {key: (value if key in active else self._choices[key][0]) for key, value in arch.items()}
+
+    def encode(self, arch: Mapping[str, Any]) -> torch.Tensor:
+        """One-hot of every active choice (inactive choices all zero); fixed length."""
+        arch = self.canonical(arch)
+        active = self.active_keys(arch)
+        code = torch.zeros(sum(len(v) for v in self._choices.values()))
+        offset = 0
+        for key, values in self._choices.items():
+            if key in active:
+                code[offset + values.index(arch[key])] = 1.0
+            offset += len(values)
+        return code
+
+    # -- sampling and variation -----------------------------------------------------------
+    def sample(self, rng: random.Random) -> Arch:
+        """A canonical arch with every choice drawn uniformly."""
+        return self.canonical({key: rng.choice(values) for key, values in self._choices.items()})
+
+    def min(self) -> Arch:
+        """The cheapest arch: the first value of every choice."""
+        return self.canonical({key: values[0] for key, values in self._choices.items()})
+
+    def max(self) -> Arch:
+        """The most expensive arch: the last value of every choice."""
+        return self.canonical({key: values[-1] for key, values in self._choices.items()})
+
+    def mutate(self, arch: Mapping[str, Any], prob: float, rng: random.Random) -> Arch:
+        """Each choice moves to a different value with probability `prob`; choices that become
+        active are drawn afresh (not left at their canonical first value)."""
+        arch = self.canonical(arch)
+        before = self.active_keys(arch)
+        child = dict(arch)
+        for key, values in self._choices.items():
+            if len(values) > 1 and rng.random() < prob:
+                child[key] = rng.choice([v for v in values if v != arch[key]])
+        for key in self.active_keys(child) - before:
+            child[key] = rng.choice(self._choices[key])
+        return self.canonical(child)
+
+    def crossover(self, a: Mapping[str, Any], b: Mapping[str, Any], rng: random.Random) -> Arch:
+        """Each choice taken from `a` or `b` with equal probability."""
+        a, b = self.canonical(a), self.canonical(b)
+        return self.canonical({key: (a[key] if rng.random() < 0.5 else b[key]) for key in self._choices})
+
+    def enumerate(self) -> list[Arch]:
+        """Every distinct canonical arch (only for small spaces: raises above 10^6 raw archs)."""
+        if self.raw_size() > 1_000_000:
+            raise ArchError(f"space '{self.name}' has {self.raw_size()} raw archs: too many to list")
+        seen: dict[str, Arch] = {}
+        for values in itertools.product(*self._choices.values()):
+            arch = self.canonical(dict(zip(self._choices, values)))
+            seen.setdefault(repr(arch), arch)
+        return list(seen.values())
+
+    # -- costs ----------------------------------------------------------------------------
+    def layers(self, arch: Mapping[str, Any]) -> list[LayerCost]:
+        """Per-layer costs of `arch` (analytic, no forward pass). Spaces implement this."""
+        raise NotImplementedError
+
+    def costs(self, arch: Mapping[str, Any]) -> tuple[int, int]:
+        """(MACs, parameters) of `arch` in one pass over its layers."""
+        layers = self.layers(arch)
+        return sum(layer.macs for layer in layers), sum(layer.params for layer in layers)
+
+    def macs(self, arch: Mapping[str, Any]) -> int:
+        """Multiply-accumulates of one image through `arch` (FLOPs = 2 x MACs)."""
+        return self.costs(arch)[0]
+
+    def params(self, arch: Mapping[str, Any]) -> int:
+        """Parameters of the exported `arch`."""
+        return self.costs(arch)[1]
+
+    def input_size(self, arch: Mapping[str, Any]) -> int:
+        """Side of the square input image `arch` expects."""
+        raise NotImplementedError
+
+    def build_supernet(self) -> "Supernet":
+        """A freshly initialised weight-sharing supernet over this space."""
+        raise NotImplementedError
+
+
+class Supernet(nn.Module):
+    """A weight-sharing network: `set_active(arch)` then `forward(x)` runs that subnet.
+
+    Inputs of another resolution than the active arch's are resized bilinearly (no
+    antialiasing), exactly as an export's recorded preprocessing does.
+    """
+
+    def __init__(self, space: ArchSpace):
+        super().__init__()
+        self.space = space
+        self.active_arch: Arch = {}
+
+    def set_active(self, arch: Mapping[str, Any]) -> Arch:
+        """Validate and activate `arch`; returns its canonical form."""
+        arch = self.space.canonical(arch)
+        self._configure(arch)
+        self.active_arch = arch
+        return arch
+
+    def _configure(self, arch: Arch) -> None:
+        raise NotImplementedError
+
+    def resize_input(self, x: torch.Tensor) -> torch.Tensor:
+        size = self.space.input_size(self.active_arch)
+        if x.shape[-1] == size and x.shape[-2] == size:
+            return x
+        return nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False,
+                                         antialias=False)
+
+    def macs(self, arch: Mapping[str, Any]) -> int:
+        """Analytic MACs of `arch`."""
+        return self.space.macs(arch)
+
+    def params(self, arch: Mapping[str, Any]) -> int:
+        """Analytic parameter count of the exported `arch`."""
+        return self.space.params(arch)
+
+    def export(self, arch: Mapping[str, Any]) -> nn.Module:
+        """A static module of plain torch layers with copies of `arch`'s weights, in eval mode."""
+        previous = self.active_arch
+        self.set_active(arch)
+        try:
+            module = self._build_static()
+        finally:
+            if previous:
+                self.set_active(previous)
+        return module.eval()
+
+    def _build_static(self) -> nn.Module:
+        raise NotImplementedError
+
+    def timm_config(self, arch: Mapping[str, Any]) -> dict | None:
+        """The timm model definition that rebuilds `arch`'s export, or None if none maps."""
+        return None

@@ -1,0 +1,241 @@
+"""`mobilenetv3`: an elastic MobileNetV3 space (Once-for-All / BigNAS style).
+
+Stem, then stages of inverted-residual blocks with elastic depth per stage, width per stage,
+kernel size and expand ratio per block, and the input resolution; SE and hard-swish where the
+options put them; a 1x1 feature-mix conv, global pooling, a biased `conv_head` without BN and
+the classifier, as in timm's MobileNetV3. Widths are multiples of 8 and expanded/SE widths are
+rounded as timm rounds them, so every export is also a timm `MobileNetV3` (`timm_config`).
+
+Arch keys: `resolution`, `stage{i}.depth`, `stage{i}.width`, `stage{i}.block{j}.kernel_size`,
+`stage{i}.block{j}.expand_ratio`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from nas.errors import ConfigError
+from nas.registry import SPACES
+from search_spaces.base import ArchSpace, Gate, LayerCost, Supernet
+from search_spaces.ops import (ElasticBatchNorm2d, ElasticConv2d, ElasticLinear, conv_macs,
+                               conv_output_size, conv_params, make_divisible, se_reduced_channels)
+from search_spaces.ops.mbconv import ElasticConvBnAct, ElasticInvertedResidual, make_activation
+from search_spaces.ops.mbconv import ACTIVATIONS
+
+
+@dataclass(frozen=True)
+class MobileNetV3Options:
+    """Options of the `mobilenetv3` space (`space.options` in YAML); lists are per stage."""
+
+    resolutions: tuple[int, ...] = (24, 28)
+    stem_stride: int = 2
+    stem_width: int = 16
+    kernel_sizes: tuple[int, ...] = (3, 5, 7)
+    expand_ratios: tuple[float, ...] = (3, 4, 6)
+    depths: tuple[tuple[int, ...], ...] = ((1,), (1, 2, 3), (1, 2, 3), (1, 2, 3))
+    widths: tuple[tuple[int, ...], ...] = ((16,), (16, 24), (24, 32, 40), (40, 48, 64))
+    strides: tuple[int, ...] = (1, 2, 2, 1)
+    se: tuple[bool, ...] = (False, True, False, True)
+    activations: tuple[str, ...] = ("relu", "relu", "hswish", "hswish")
+    head_width: int = 192       # the 1x1 feature-mix conv after the last stage (timm's `cn` block)
+    num_features: int = 256     # width of the biased conv_head after pooling
+
+    def __post_init__(self) -> None:
+        problems = []
+        stages = len(self.depths)
+        for name in ("widths", "strides", "se", "activations"):
+            if len(getattr(self, name)) != stages:
+                problems.append(f"{name}: needs one entry per stage ({stages}, as depths), "
+                                f"got {len(getattr(self, name))}")
+        for name in ("resolutions", "kernel_sizes", "expand_ratios"):
+            if not getattr(self, name) or any(v <= 0 for v in getattr(self, name)):
+                problems.append(f"{name}: must be a non-empty list of positive numbers")
+        if any(k % 2 == 0 for k in self.kernel_sizes):
+            problems.append(f"kernel_sizes: must be odd, got {list(self.kernel_sizes)}")
+        for i, depths in enumerate(self.depths):
+            if not depths or any(d < 1 for d in depths):
+                problems.append(f"depths[{i}]: must be a non-empty list of depths >= 1")
+        for i, widths in enumerate(self.widths):
+            if not widths or any(w <= 0 or w % 8 for w in widths):
+                problems.append(f"widths[{i}]: must be positive multiples of 8, got {list(widths)}")
+        for name in ("stem_width", "head_width", "num_features"):
+            if getattr(self, name) <= 0 or getattr(self, name) % 8:
+                problems.append(f"{name}: must be a positive multiple of 8, got {getattr(self, name)}")
+        if self.stem_stride not in (1, 2) or any(s not in (1, 2) for s in self.strides):
+            problems.append("stem_stride, strides: each stride must be 1 or 2")
+        bad_acts = [a for a in self.activations if a not in ACTIVATIONS]
+        if bad_acts:
+            problems.append(f"activations: unknown {bad_acts}; choose from {sorted(ACTIVATIONS)}")
+        if problems:
+            raise ConfigError(problems)
+
+
+@SPACES.register("mobilenetv3", options=MobileNetV3Options)
+class MobileNetV3Space(ArchSpace):
+    """Elastic MobileNetV3 choices and their analytic costs."""
+
+    name = "mobilenetv3"
+
+    def __init__(self, options: MobileNetV3Options, in_chans: int, num_classes: int):
+        self.options, self.in_chans, self.num_classes = options, in_chans, num_classes
+        self.num_stages = len(options.depths)
+        choices: dict[str, tuple] = {"resolution": tuple(sorted(options.resolutions))}
+        gates: dict[str, Gate] = {}
+        for i in range(self.num_stages):
+            choices[f"stage{i}.depth"] = tuple(sorted(options.depths[i]))
+            choices[f"stage{i}.width"] = tuple(sorted(options.widths[i]))
+            for j in range(max(options.depths[i])):
+                for key, values in (("kernel_size", options.kernel_sizes), ("expand_ratio", options.expand_ratios)):
+                    name = f"stage{i}.block{j}.{key}"
+                    choices[name] = tuple(sorted(values))
+                    gates[name] = Gate(f"stage{i}.depth", j)
+        super().__init__(choices, gates)
+
+    def input_size(self, arch: Mapping[str, Any]) -> int:
+        return int(arch["resolution"])
+
+    def blocks(self, arch: Mapping[str, Any]):
+        """(stage, block, in width, out width, expand ratio, kernel size, stride) of every active block."""
+        width = self.options.stem_width
+        for i in range(self.num_stages):
+            out = arch[f"stage{i}.width"]
+            for j in range(arch[f"stage{i}.depth"]):
+                yield (i, j, width, out, arch[f"stage{i}.block{j}.expand_ratio"],
+                       arch[f"stage{i}.block{j}.kernel_size"], self.options.strides[i] if j == 0 else 1)
+                width = out
+
+    def layers(self, arch: Mapping[str, Any]) -> list[LayerCost]:
+        arch = self.canonical(arch)
+        o = self.options
+        size, c = arch["resolution"], self.in_chans
+        out = conv_output_size(size, 3, o.stem_stride)
+        layers = [LayerCost(f"stem:{c}x{size}x{size}:{o.stem_width}:k3:s{o.stem_stride}",
+                            conv_macs(c, o.stem_width, 3, (out, out)),
+                            conv_params(c, o.stem_width, 3) + 2 * o.stem_width,
+                            (c, size, size), ("conv_stem", "bn1", "act1"))]
+        size = out
+        for i, j, cin, cout, expand, kernel, stride in self.blocks(arch):
+            mid = make_divisible(cin * expand, 8)
+            out = conv_output_size(size, kernel, stride)
+            se = o.se[i]
+            macs = (size * size * cin * mid + conv_macs(mid, mid, kernel, (out, out), groups=mid)
+                    + out * out * mid * cout)
+            params = (cin * mid + 2 * mid) + (mid * kernel * kernel + 2 * mid) + (mid * cout + 2 * cout)
+            if se:
+                rd = se_reduced_channels(mid)
+                macs += 2 * mid * rd
+                params += 2 * mid * rd + rd + mid
+            layers.append(LayerCost(
+                f"mbconv:{cin}x{size}x{size}:{cout}:e{mid}:k{kernel}:s{stride}:se{int(se)}:{o.activations[i]}",
+                macs, params, (cin, size, size), (f"blocks.{i}.{j}",)))
+            size = out
+        last = arch[f"stage{self.num_stages - 1}.width"]
+        layers.append(LayerCost(f"mix:{last}x{size}x{size}:{o.head_width}",
+                                size * size * last * o.head_width, last * o.head_width + 2 * o.head_width,
+                                (last, size, size), (f"blocks.{self.num_stages}.0",)))
+        head_params = (o.head_width * o.num_features + o.num_features
+                       + o.num_features * self.num_classes + self.num_classes)
+        layers.append(LayerCost(f"head:{o.head_width}x{size}x{size}:{o.num_features}:{self.num_classes}",
+                                o.head_width * o.num_features + o.num_features * self.num_classes,
+                                head_params, (o.head_width, size, size),
+                                ("global_pool", "conv_head", "act2", "flatten", "classifier")))
+        return layers
+
+    def build_supernet(self) -> "MobileNetV3Supernet":
+        return MobileNetV3Supernet(self)
+
+
+class StaticMobileNetV3(nn.Module):
+    """A plain MobileNetV3 subnet with timm's module names (loads into timm strictly)."""
+
+    def __init__(self, conv_stem: nn.Module, bn1: nn.Module, blocks: nn.Sequential, conv_head: nn.Module,
+                 classifier: nn.Module):
+        super().__init__()
+        self.conv_stem, self.bn1, self.act1 = conv_stem, bn1, make_activation("hswish")
+        self.blocks = blocks
+        self.global_pool = nn.AdaptiveAvgPool2d(1)
+        self.conv_head, self.act2 = conv_head, make_activation("hswish")
+        self.flatten = nn.Flatten(1)
+        self.classifier = classifier
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.act1(self.bn1(self.conv_stem(x))))
+        x = self.act2(self.conv_head(self.global_pool(x)))
+        return self.classifier(self.flatten(x))
+
+
+class MobileNetV3Supernet(Supernet):
+    """Weight-sharing MobileNetV3: every block at its largest shape, sliced per arch."""
+
+    def __init__(self, space: MobileNetV3Space):
+        super().__init__(space)
+        o = space.options
+        self.conv_stem = ElasticConv2d(space.in_chans, o.stem_width, 3, o.stem_stride)
+        self.bn1 = ElasticBatchNorm2d(o.stem_width)
+        self.act1 = make_activation("hswish")
+        stages, width = [], o.stem_width
+        for i in range(space.num_stages):
+            blocks = []
+            for j in range(max(o.depths[i])):
+                max_in = width if j == 0 else max(o.widths[i])
+                blocks.append(ElasticInvertedResidual(
+                    max_in, max(o.widths[i]), max(o.expand_ratios), max(o.kernel_sizes),
+                    o.strides[i] if j == 0 else 1, o.se[i], o.activations[i]))
+            stages.append(nn.Sequential(*blocks))
+            width = max(o.widths[i])
+        stages.append(nn.Sequential(ElasticConvBnAct(width, o.head_width, 1, 1, "hswish")))
+        self.blocks = nn.Sequential(*stages)
+        self.conv_head = nn.Conv2d(o.head_width, o.num_features, 1, bias=True)
+        self.act2 = make_activation("hswish")
+        self.classifier = nn.Linear(o.num_features, space.num_classes)
+        self.depths = [max(d) for d in o.depths]
+        self.set_active(space.max())
+
+    def _configure(self, arch: dict) -> None:
+        self.depths = [arch[f"stage{i}.depth"] for i in range(self.space.num_stages)]
+        for i, j, cin, cout, expand, kernel, _ in self.space.blocks(arch):
+            self.blocks[i][j].configure(cin, cout, expand, kernel)
+        last = arch[f"stage{self.space.num_stages - 1}.width"]
+        self.blocks[-1][0].configure(last, self.space.options.head_width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act1(self.bn1(self.conv_stem(self.resize_input(x))))
+        for stage, depth in zip(self.blocks, self.depths):
+            for block in stage[:depth]:
+                x = block(x)
+        x = self.blocks[-1][0](x)
+        x = self.act2(self.conv_head(x.mean((2, 3), keepdim=True)))
+        return self.classifier(x.flatten(1))
+
+    def _build_static(self) -> StaticMobileNetV3:
+        stages = [nn.Sequential(*[block.to_static() for block in stage[:depth]])
+                  for stage, depth in zip(self.blocks, self.depths)]
+        stages.append(nn.Sequential(self.blocks[-1][0].to_static()))
+        head, classifier = nn.Conv2d(self.conv_head.in_channels, self.conv_head.out_channels, 1), \
+            nn.Linear(self.classifier.in_features, self.classifier.out_features)
+        head.load_state_dict(self.conv_head.state_dict())
+        classifier.load_state_dict(self.classifier.state_dict())
+        return StaticMobileNetV3(self.conv_stem.to_static(), self.bn1.to_static(self.conv_stem.out_channels),
+                                 nn.Sequential(*stages), head, classifier)
+
+    def timm_config(self, arch: Mapping[str, Any]) -> dict | None:
+        """timm `MobileNetV3` definition of `arch` (stem stride 2 only, as timm's stem is fixed)."""
+        o, arch = self.space.options, self.space.canonical(arch)
+        if o.stem_stride != 2:
+            return None
+        arch_def: list[list[str]] = [[] for _ in range(self.space.num_stages)]
+        for i, _, _, cout, expand, kernel, stride in self.space.blocks(arch):
+            act = "_nre" if o.activations[i] == "relu" else ""
+            se = "_se0.25" if o.se[i] else ""
+            arch_def[i].append(f"ir_r1_k{kernel}_s{stride}_e{expand:g}_c{cout}{se}{act}")
+        arch_def.append([f"cn_r1_k1_s1_c{o.head_width}"])
+        return {"model": "MobileNetV3", "arch_def": arch_def,
+                "kwargs": {"num_classes": self.space.num_classes, "in_chans": self.space.in_chans,
+                           "stem_size": o.stem_width, "fix_stem": True, "num_features": o.num_features,
+                           "head_bias": True, "act_layer": "hard_swish",
+                           "se_layer": {"gate_layer": "hard_sigmoid", "force_act_layer": "relu",
+                                        "rd_round_fn": "round_channels"}},
+                "input_size": [self.space.in_chans, arch["resolution"], arch["resolution"]]}

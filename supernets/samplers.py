@@ -1,0 +1,76 @@
+"""Training samplers: which subnets a step trains (SPOS uniform, BigNAS sandwich rule).
+
+The subnets of step t are a pure function of (seed, t), so a resumed run and every DDP rank
+draw the same ones without communicating.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from nas.arch import Arch
+from nas.errors import ConfigError
+from nas.registry import SAMPLERS, NoOptions
+from nas.rng import python_rng
+from search_spaces.base import ArchSpace
+
+# Scores candidate archs on the current batch (lower loss is better); only data-driven
+# samplers call it. Under DDP it returns scores already all-reduced across ranks.
+ScoreFn = Callable[[Sequence[Arch]], Sequence[float]]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One subnet of a training step: its role (`max`, `min`, `random0`, ...) and arch."""
+
+    role: str
+    arch: Arch
+
+
+class Sampler:
+    """Picks the subnets of each training step."""
+
+    def __init__(self, space: ArchSpace, options: object, seed: int):
+        self.space, self.options, self.seed = space, options, seed
+
+    def slots(self, step: int, score: ScoreFn | None = None) -> list[Slot]:
+        """The subnets to train at `step`, teacher (if any) first."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        del state
+
+
+@SAMPLERS.register("uniform", options=NoOptions)
+class UniformSampler(Sampler):
+    """Single path one-shot (SPOS): one uniformly drawn subnet per step."""
+
+    def slots(self, step: int, score: ScoreFn | None = None) -> list[Slot]:
+        return [Slot("random0", self.space.sample(python_rng(self.seed, "uniform", step)))]
+
+
+@dataclass(frozen=True)
+class SandwichOptions:
+    num_random: int = 2          # random subnets besides max and min: 2 + num_random passes a step
+
+    def __post_init__(self) -> None:
+        if self.num_random < 0:
+            raise ConfigError(f"num_random: must be >= 0, got {self.num_random}")
+
+
+@SAMPLERS.register("sandwich", options=SandwichOptions)
+class SandwichSampler(Sampler):
+    """BigNAS sandwich rule: the max subnet, `num_random` random ones, then the min subnet."""
+
+    def random_archs(self, step: int, score: ScoreFn | None) -> list[Arch]:
+        rng = python_rng(self.seed, "sandwich", step)
+        return [self.space.sample(rng) for _ in range(self.options.num_random)]
+
+    def slots(self, step: int, score: ScoreFn | None = None) -> list[Slot]:
+        randoms = self.random_archs(step, score)
+        return ([Slot("max", self.space.max())]
+                + [Slot(f"random{i}", arch) for i, arch in enumerate(randoms)]
+                + [Slot("min", self.space.min())])

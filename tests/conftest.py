@@ -1,0 +1,47 @@
+"""Shared fixtures: spaces by name at their default and at a small test size."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from nas.registry import SPACES
+
+# A small instance of every registered space, for brute-force and export tests.
+SMALL_OPTIONS = {
+    "mobilenetv3": dict(resolutions=(20, 28), depths=((1, 2), (1, 2)), widths=((16,), (16, 24)),
+                        kernel_sizes=(3, 5), expand_ratios=(3, 6), strides=(1, 2), se=(False, True),
+                        activations=("relu", "hswish"), head_width=32, num_features=64),
+}
+# (in_chans, num_classes) each space is tested with.
+TEST_DATA_SHAPE = {"mobilenetv3": (1, 10)}
+
+
+def make_space(name: str, small: bool = False, **overrides):
+    """A space by registry name, default or small options, with overrides."""
+    entry = SPACES.get(name)
+    options = {**(SMALL_OPTIONS[name] if small else {}), **overrides}
+    in_chans, num_classes = TEST_DATA_SHAPE[name]
+    return entry.obj(entry.options(**options), in_chans, num_classes)
+
+
+def make_supernet(space, seed: int = 0, randomize_bn: bool = True):
+    """A seeded supernet whose BN statistics are not the trivial initial ones."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = space.build_supernet()
+        if randomize_bn:
+            net.train()
+            rng = random.Random(seed)
+            with torch.no_grad():
+                for arch in [space.max(), space.min(), space.sample(rng), space.sample(rng)]:
+                    net.set_active(arch)
+                    size = space.input_size(arch)
+                    net(torch.randn(8, space.in_chans, size, size) * 2 + 0.5)
+    return net.eval()
+
+
+@pytest.fixture
+def rng() -> random.Random:
+    return random.Random(1234)
