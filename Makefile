@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FASHION_MNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
-RUN ?= default
+CONFIG ?= fashion_mnist_mbv3
+RUN ?= fashion_mnist_mbv3
 # Two OpenMP threads per process; torch processes started side by side set their own.
 export OMP_NUM_THREADS ?= 2
 
@@ -29,7 +30,16 @@ data:
 	fi
 
 run: setup
-	$(BIN)/nas space fashion_mnist_mbv3
+	$(BIN)/nas space $(CONFIG)
+	@if [ -f runs/$(RUN)/config.yaml ]; then \
+		$(BIN)/nas train $(CONFIG) --name $(RUN) --resume; \
+	else \
+		$(BIN)/nas train $(CONFIG) --name $(RUN); \
+	fi
+	$(BIN)/nas eval $(RUN) --arch min --split test
+	$(BIN)/nas eval $(RUN) --arch max --split test
+	$(BIN)/nas export $(RUN) --arch min
+	$(BIN)/nas export $(RUN) --arch max
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -5,17 +5,29 @@ CLI is a thin layer over it.
 """
 from __future__ import annotations
 
-from typing import Any
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
 
 import torch
 
-from nas.config import RunConfig, load_config
+from nas import yaml_io
+from nas.arch import Arch, arch_id, read_arch_file
+from nas.checkpoint import LAST, load_checkpoint
+from nas.config import RunConfig, build_config, load_config, parse_overrides
 from nas.costs import format_amount
-from nas.data import dataset_info
-from nas.registry import SPACES, load_plugins
+from nas.data import ImageSplits, dataset_info, load_dataset
+from nas.distributed import DistEnv, detect, init_process_group
+from nas.errors import CheckpointError, ConfigError, RunError
+from nas.evaluator import Evaluator
+from nas.registry import SPACES, STRATEGIES, load_plugins
+from nas.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run, write_json
 from search_spaces.base import ArchSpace, Supernet
+from supernets.base import Strategy
 
-__all__ = ["build_space", "build_supernet", "load_config", "space_summary"]
+__all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet",
+           "load_config", "load_run", "resolve_arch", "space_summary", "train"]
 
 
 def build_space(config: RunConfig) -> ArchSpace:
@@ -32,6 +44,18 @@ def build_supernet(config: RunConfig) -> Supernet:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
         return space.build_supernet()
+
+
+def build_strategy(config: RunConfig, supernet: Supernet) -> Strategy:
+    """The training strategy of a config around `supernet`."""
+    s = config.strategy
+    return STRATEGIES.get(s.name).obj(supernet, s.options, s.sampler, s.distill, config.train.seed)
+
+
+def load_splits(config: RunConfig) -> ImageSplits:
+    """The dataset of a config, in memory, with its fixed validation split."""
+    d = config.data
+    return load_dataset(d.name, d.root, d.val_size, d.train_size, d.split_seed, d.image_size)
 
 
 def space_summary(config: RunConfig) -> dict[str, Any]:
@@ -53,3 +77,149 @@ def format_space_summary(summary: dict[str, Any]) -> str:
              f"{len(summary['choices'])} choices:"]
     lines += [f"  {key}: {values}" for key, values in summary["choices"].items()]
     return "\n".join(lines)
+
+
+# -- training -------------------------------------------------------------------------------
+def _default_name(config: RunConfig) -> str:
+    source = Path(config.source)
+    return source.stem if source.suffix in (".yaml", ".yml") else "run"
+
+
+def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
+    """The run's own config; a `--set` that would change it is an error naming the keys."""
+    saved = load_config(run.config)
+    if not overrides:
+        return saved
+    changed = load_config(run.config, overrides)
+    if changed != saved:
+        keys = [key for key, _ in parse_overrides(overrides)]
+        raise ConfigError(f"--set {', '.join(keys)}: contradicts {run.config}, which is authoritative on "
+                          f"--resume; start a new run with --name instead")
+    return saved
+
+
+def train(config: RunConfig, name: str | None = None, resume: bool = False,
+          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True) -> RunDir:
+    """Train a supernet; returns its run directory. `resume` continues `runs_dir/name`."""
+    from nas.trainer import Trainer
+
+    env = detect()
+    init_process_group(env)
+    if config.train.threads is not None:
+        torch.set_num_threads(config.train.threads)
+    run = RunDir(Path(runs_dir) / (name if name is not None else _default_name(config)))
+    if resume:
+        if not run.config.is_file():
+            raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
+    elif run.root.exists() and any(run.root.iterdir()):
+        raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose another --name")
+    if env.is_main:
+        run.root.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            run.config.write_text(f"# nas train {run.config} --name {run.name} --resume\n"
+                                  + yaml_io.dumps(config.to_dict()))
+        write_json(run.environment, environment())
+    splits = load_splits(config)
+    supernet = build_supernet(config)
+    strategy = build_strategy(config, supernet)
+
+    def make_evaluator(step: int) -> Evaluator:
+        return Evaluator(strategy.subnet_for, supernet.space.canonical, splits, config.eval,
+                         config.train.seed, step, config.train.channels_last)
+
+    trainer = Trainer(config, strategy, splits, run, env, progress, make_evaluator)
+    if resume and (run.checkpoints / LAST).is_file():
+        trainer.resume()
+    trainer.fit()
+    return run
+
+
+# -- loading a trained run ------------------------------------------------------------------
+@dataclass
+class Run:
+    """A trained run: config, supernet with weights, strategy and an evaluator."""
+
+    dir: RunDir
+    config: RunConfig
+    supernet: Supernet
+    strategy: Strategy
+    step: int
+    checkpoint: Path
+    _splits: ImageSplits | None = field(default=None, repr=False)
+    _evaluator: Evaluator | None = field(default=None, repr=False)
+
+    @property
+    def space(self) -> ArchSpace:
+        return self.supernet.space
+
+    @property
+    def splits(self) -> ImageSplits:
+        if self._splits is None:
+            self._splits = load_splits(self.config)
+        return self._splits
+
+    @property
+    def evaluator(self) -> Evaluator:
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.strategy.subnet_for, self.space.canonical, self.splits,
+                                        self.config.eval, self.config.train.seed, self.step,
+                                        self.config.train.channels_last)
+        return self._evaluator
+
+
+def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, checkpoint: str = LAST) -> Run:
+    """A trained run by directory or name, with the weights of `checkpoints/<checkpoint>`."""
+    run_dir = find_run(path_or_name, runs_dir)
+    config = load_config(run_dir.config)
+    path = run_dir.checkpoints / checkpoint
+    if not path.is_file():
+        raise CheckpointError(f"RUN: {run_dir.root} has no checkpoint {path.name} yet (train it with nas train)")
+    state = load_checkpoint(path)
+    supernet = build_supernet(config)
+    try:
+        supernet.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise CheckpointError(f"{path}: weights do not match {run_dir.config}: {str(e).splitlines()[0][:160]}") from e
+    strategy = build_strategy(config, supernet)
+    strategy.load_state_dict(state.get("strategy", {}))
+    memory_format = torch.channels_last if config.train.channels_last else torch.contiguous_format
+    supernet.to(memory_format=memory_format).eval()
+    return Run(run_dir, config, supernet, strategy, int(state["step"]), path)
+
+
+def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
+    """`max`, `min`, an arch file path, or an arch mapping -> a canonical arch of `space`."""
+    if isinstance(spec, Mapping):
+        return space.canonical(spec)
+    if spec == "max":
+        return space.max()
+    if spec == "min":
+        return space.min()
+    return space.canonical(read_arch_file(spec))
+
+
+def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> dict[str, Any]:
+    """BN-recalibrated top-1/top-5 of `arch` on `split`, with its costs."""
+    arch = resolve_arch(run.space, arch)
+    result = run.evaluator.evaluate(arch, split)
+    macs, params = run.space.costs(arch)
+    return {"arch": arch, "arch_id": arch_id(arch), "split": split, "top1": result.top1, "top5": result.top5,
+            "n_images": result.n_images, "macs": macs, "params": params, "step": run.step}
+
+
+def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | None = None) -> dict[str, Any]:
+    """Recalibrate BN, evaluate, and export `arch` to `out` (default `runs/NAME/export/<arch_id>`)."""
+    from nas.exporter import save_export
+
+    arch = resolve_arch(run.space, arch)
+    out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
+    val = run.evaluator.evaluate(arch, "val")
+    test = run.evaluator.evaluate(arch, "test")
+    module = run.evaluator.prepared(arch)     # recalibrated statistics are what gets exported
+    supernet = module if isinstance(module, Supernet) else run.supernet
+    preprocessing = {"resolution": run.space.input_size(arch), "interpolation": "bilinear", "antialias": False,
+                     "mean": list(run.splits.mean), "std": list(run.splits.std)}
+    metrics = {"val_top1": val.top1, "test_top1": test.top1, "val_top5": val.top5, "test_top5": test.top5,
+               "step": run.step, "run": str(run.dir.root)}
+    record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics, preprocessing)
+    return {**record, "dir": str(out_dir)}

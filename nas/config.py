@@ -85,11 +85,12 @@ class OptimizerConfig:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    name: Literal["cosine", "step", "multistep", "plateau", "tanh", "poly", "constant"] = "cosine"
+    name: Literal["cosine", "tanh", "poly", "step", "constant"] = "cosine"   # timm schedulers
     warmup_steps: int = 200      # linear warm-up from warmup_lr, in iterations
     warmup_lr: float = 1e-5
     min_lr: float = 0.0
-    decay_rate: float = 0.1      # step/multistep schedules
+    decay_rate: float = 0.1      # step: LR factor every decay_steps; poly: the power
+    decay_steps: int | None = None   # step schedule period (None: a third of the run)
 
     def __post_init__(self) -> None:
         if self.warmup_steps < 0:

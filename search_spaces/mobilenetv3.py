@@ -88,7 +88,8 @@ class MobileNetV3Space(ArchSpace):
             choices[f"stage{i}.depth"] = tuple(sorted(options.depths[i]))
             choices[f"stage{i}.width"] = tuple(sorted(options.widths[i]))
             for j in range(max(options.depths[i])):
-                for key, values in (("kernel_size", options.kernel_sizes), ("expand_ratio", options.expand_ratios)):
+                expand_ratios = tuple(int(e) if float(e).is_integer() else e for e in options.expand_ratios)
+                for key, values in (("kernel_size", options.kernel_sizes), ("expand_ratio", expand_ratios)):
                     name = f"stage{i}.block{j}.{key}"
                     choices[name] = tuple(sorted(values))
                     gates[name] = Gate(f"stage{i}.depth", j)
@@ -192,7 +193,14 @@ class MobileNetV3Supernet(Supernet):
         self.act2 = make_activation("hswish")
         self.classifier = nn.Linear(o.num_features, space.num_classes)
         self.depths = [max(d) for d in o.depths]
+        self._zero_residual_gammas()
         self.set_active(space.max())
+
+    def _zero_residual_gammas(self) -> None:
+        """BigNAS: blocks that always have a shortcut start as the identity (last BN scale 0)."""
+        for stage in self.blocks[:-1]:
+            for block in stage[1:]:
+                nn.init.zeros_(block.bn3.weight)
 
     def _configure(self, arch: dict) -> None:
         self.depths = [arch[f"stage{i}.depth"] for i in range(self.space.num_stages)]

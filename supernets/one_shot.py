@@ -1,18 +1,30 @@
 """`one_shot`: weight-sharing training with a sampler and in-place distillation (BigNAS).
 
-Filled in by the training issue; registered here so configs validate.
+Per step (ALGORITHMS.md §0.1): the sampler names the subnets; a `max` subnet, when the
+sampler trains one, learns from the labels (label-smoothed cross-entropy) and its detached
+output becomes the soft target of every other subnet of the step; without a teacher, or with
+`distill: none`, every subnet learns from the labels. Gradients are summed over the subnets.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
+import torch
+import torch.nn.functional as F
+
+from nas.arch import Arch
 from nas.errors import ConfigError
-from nas.registry import STRATEGIES
+from nas.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
+from nas.rng import python_rng
+from search_spaces.base import Supernet
+from supernets.base import StepIO, Strategy
+from supernets.samplers import Slot
 
 
 @dataclass(frozen=True)
 class OneShotOptions:
-    label_smoothing: float = 0.1   # on the labels of the max subnet (teacher), BigNAS/AttentiveNAS
+    label_smoothing: float = 0.1   # on label-trained subnets (the max subnet under the sandwich rule)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -20,5 +32,75 @@ class OneShotOptions:
 
 
 @STRATEGIES.register("one_shot", options=OneShotOptions)
-class OneShotStrategy:
-    """Placeholder until the training issue lands."""
+class OneShotStrategy(Strategy):
+    """One supernet; each step trains the sampler's subnets on the same batch."""
+
+    def __init__(self, supernet: Supernet, options: OneShotOptions, sampler: Any, distill: Any, seed: int):
+        self.model = self.supernet = supernet
+        self.options, self.seed = options, seed
+        self.sampler = SAMPLERS.get(sampler.name).obj(supernet.space, sampler.options, seed)
+        self.distill = DISTILL_LOSSES.get(distill.name).obj(distill.options)
+        if self.distill.uses_teacher and not getattr(self.sampler, "trains_max", False):
+            raise ConfigError(f"strategy.distill.name: '{distill.name}' distils from the max subnet, which "
+                              f"sampler '{sampler.name}' does not train; use distill: none or sampler: sandwich")
+        space = supernet.space
+        self._monitored = {"min": space.min(), "mid": space.sample(python_rng(seed, "monitored-mid")),
+                           "max": space.max()}
+
+    def activate(self, arch: Mapping[str, Any]) -> Arch:
+        return self.supernet.set_active(arch)
+
+    def subnet_for(self, arch: Mapping[str, Any]) -> Supernet:
+        self.activate(arch)
+        return self.supernet
+
+    def monitored_archs(self) -> dict[str, Arch]:
+        return dict(self._monitored)
+
+    def trained_archs(self, step: int) -> Sequence[Arch]:
+        return [slot.arch for slot in self.sampler.slots(step)]
+
+    def _label_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), labels, label_smoothing=self.options.label_smoothing)
+
+    def train_step(self, images: torch.Tensor, labels: torch.Tensor, step: int, io: StepIO) -> dict[str, float]:
+        slots: list[Slot] = self.sampler.slots(step, score=self.scorer(images, labels, io))
+        teacher, logs = None, {}
+        for i, slot in enumerate(slots):
+            with io.pass_context(i == len(slots) - 1):
+                self.activate(slot.arch)
+                logits = io.forward(images)
+                if teacher is None or not self.distill.uses_teacher:
+                    loss, extra = self._label_loss(logits, labels), {}
+                else:
+                    loss, extra = self.distill(logits, teacher, labels)
+                if slot.role == "max" and self.distill.uses_teacher:
+                    teacher = logits.detach()
+                loss.backward()
+            logs[f"loss/{slot.role}"] = loss.item()
+            logs.update({f"{key}/{slot.role}": value for key, value in extra.items()})
+        return logs
+
+    def scorer(self, images: torch.Tensor, labels: torch.Tensor, io: StepIO):
+        """Loss of candidate archs on this batch, leaving weights and every buffer untouched."""
+
+        def score(candidates: Sequence[Arch]) -> list[float]:
+            buffers = {name: b.clone() for name, b in self.supernet.named_buffers()}
+            losses = []
+            try:
+                with torch.no_grad():
+                    for arch in candidates:
+                        self.activate(arch)
+                        losses.append(self._label_loss(io.forward(images), labels))
+            finally:
+                for name, b in self.supernet.named_buffers():
+                    b.copy_(buffers[name])
+            return io.all_reduce_mean(torch.stack(losses)).tolist()
+
+        return score
+
+    def state_dict(self) -> dict:
+        return {"sampler": self.sampler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sampler.load_state_dict(state.get("sampler", {}))

@@ -30,6 +30,8 @@ class Slot:
 class Sampler:
     """Picks the subnets of each training step."""
 
+    trains_max = False   # whether every step trains the max subnet first (the KD teacher)
+
     def __init__(self, space: ArchSpace, options: object, seed: int):
         self.space, self.options, self.seed = space, options, seed
 
@@ -64,6 +66,8 @@ class SandwichOptions:
 @SAMPLERS.register("sandwich", options=SandwichOptions)
 class SandwichSampler(Sampler):
     """BigNAS sandwich rule: the max subnet, `num_random` random ones, then the min subnet."""
+
+    trains_max = True
 
     def random_archs(self, step: int, score: ScoreFn | None) -> list[Arch]:
         rng = python_rng(self.seed, "sandwich", step)

@@ -32,6 +32,10 @@ def make_supernet(space, seed: int = 0, randomize_bn: bool = True):
         torch.manual_seed(seed)
         net = space.build_supernet()
         if randomize_bn:
+            for module in net.modules():     # non-trivial affine parameters (some start at 0 or 1)
+                if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                    torch.nn.init.uniform_(module.weight, 0.5, 1.5)
+                    torch.nn.init.uniform_(module.bias, -0.2, 0.2)
             net.train()
             rng = random.Random(seed)
             with torch.no_grad():

@@ -1,0 +1,113 @@
+"""Evaluate a subnet of a trained supernet: BN recalibration, then top-1/top-5 on a split.
+
+The module for an arch comes from the strategy (`subnet_for`), so searchers never know which
+strategy trained the weights. Results are cached by (checkpoint step, canonical arch, split,
+recalibration settings). The test split is for final reports; search uses `val`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import torch
+from torch import nn
+
+from nas.arch import arch_id
+from nas.bn import recalibrate_bn
+from nas.config import EvalConfig
+from nas.data import ImageSplits, calibration_batches, eval_batches
+from nas.errors import NasError
+
+SPLITS = ("val", "test")
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """Top-1/top-5 accuracy (fractions) of one arch on one split."""
+
+    top1: float
+    top5: float
+    n_images: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resize(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Bilinear resize without antialiasing (the preprocessing every export records)."""
+    if x.shape[-1] == size and x.shape[-2] == size:
+        return x
+    return nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=False)
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+             prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x) -> Accuracy:
+    """Top-1/top-5 of `model` over labelled batches (the caller puts it in eval mode; a loaded
+    `model.pt2` program is already in eval mode and refuses `.eval()`)."""
+    correct1 = correct5 = seen = 0
+    for x, y in batches:
+        logits = model(prepare(x))
+        top = logits.topk(min(5, logits.shape[1]), dim=1).indices
+        correct1 += (top[:, 0] == y).sum().item()
+        correct5 += (top == y[:, None]).any(dim=1).sum().item()
+        seen += len(y)
+    return Accuracy(correct1 / max(seen, 1), correct5 / max(seen, 1), seen)
+
+
+class Evaluator:
+    """BN-recalibrated accuracy of subnets of one trained supernet (one checkpoint step)."""
+
+    def __init__(self, subnet_for: Callable[[Mapping[str, Any]], nn.Module], canonical: Callable,
+                 splits: ImageSplits, settings: EvalConfig, seed: int, step: int, channels_last: bool = False):
+        self.subnet_for, self.canonical = subnet_for, canonical
+        self.splits, self.settings, self.seed, self.step = splits, settings, seed, step
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self._cache: dict[tuple, Accuracy] = {}
+        self._calibration: list[torch.Tensor] | None = None
+
+    def calibration_inputs(self) -> list[torch.Tensor]:
+        """The fixed, seeded training batches every recalibration uses."""
+        if self._calibration is None:
+            batches = calibration_batches(self.splits, self.settings.bn_recal_batches,
+                                          self.settings.bn_recal_batch_size, self.seed)
+            self._calibration = [x.contiguous(memory_format=self.memory_format) for x, _ in batches]
+        return self._calibration
+
+    def _key(self, arch: Mapping[str, Any], split: str) -> tuple:
+        s = self.settings
+        return (self.step, arch_id(self.canonical(arch)), split, s.bn_recal_batches, s.bn_recal_batch_size, self.seed)
+
+    def prepared(self, arch: Mapping[str, Any]) -> nn.Module:
+        """The module of `arch` with its BN statistics recalibrated, in eval mode."""
+        module = self.subnet_for(arch)
+        recalibrate_bn(module, self.calibration_inputs())
+        return module.eval()
+
+    def batches(self, split: str) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+        if split not in SPLITS:
+            raise NasError(f"--split: unknown split '{split}'; choose one of {', '.join(SPLITS)}")
+        images, labels = self.splits.split(split)
+        for x, y in eval_batches(images, labels, self.settings.batch_size, self.splits.mean, self.splits.std):
+            yield x.contiguous(memory_format=self.memory_format), y
+
+    def evaluate(self, arch: Mapping[str, Any], split: str = "val") -> Accuracy:
+        """Top-1/top-5 of `arch` on `split` after BN recalibration (cached)."""
+        key = self._key(arch, split)
+        if key not in self._cache:
+            batches = self.batches(split)      # checks the split name before any work
+            self._cache[key] = accuracy(self.prepared(arch), batches)
+        return self._cache[key]
+
+
+def static_accuracy(model: nn.Module, splits: ImageSplits, split: str, resolution: int,
+                    batch_size: int = 256) -> Accuracy:
+    """Accuracy of an exported static model, preprocessing as its metrics.json says."""
+    images, labels = splits.split(split)
+    batches = ((resize(images[i:i + batch_size].float() / 255.0, resolution), labels[i:i + batch_size])
+               for i in range(0, len(labels), batch_size))
+    mean = torch.tensor(splits.mean).view(1, -1, 1, 1)
+    std = torch.tensor(splits.std).view(1, -1, 1, 1)
+    return accuracy(model, batches, prepare=lambda x: (x - mean) / std)
+
+

@@ -1,0 +1,66 @@
+"""Training logs: tqdm progress on stderr and TensorBoard scalars under `runs/<name>/tb`."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tqdm import tqdm
+
+
+class TrainLogger:
+    """Progress bar and TensorBoard writer of one training run (rank 0 only)."""
+
+    def __init__(self, trainer: Any, enabled: bool = True):
+        self.trainer, self.enabled = trainer, enabled
+        self.bar = None
+        self.writer = None
+        self._images = 0
+        self._seconds = 0.0
+
+    def __enter__(self) -> "TrainLogger":
+        if self.enabled:
+            from torch.utils.tensorboard import SummaryWriter
+
+            t = self.trainer
+            self.writer = SummaryWriter(str(t.run.tb))
+            self.bar = tqdm(total=t.total_steps, initial=t.state.step, desc=f"train {t.run.name}",
+                            file=sys.stderr, disable=not t.progress, dynamic_ncols=True, leave=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.writer is not None:
+            self.writer.close()
+
+    def step(self, logs: dict[str, float], images: int, seconds: float) -> None:
+        if not self.enabled:
+            return
+        self._images += images
+        self._seconds += seconds
+        step = self.trainer.state.step
+        if step % self.trainer.train_cfg.log_every == 0 or step == self.trainer.total_steps:
+            rate = self._images / max(self._seconds, 1e-9)
+            for key, value in logs.items():
+                self.writer.add_scalar(f"train/{key}", value, step)
+            self.writer.add_scalar("train/images_per_s", rate, step)
+            self._images, self._seconds = 0, 0.0
+            losses = {k.split("/", 1)[1]: v for k, v in logs.items() if k.startswith("loss/")}
+            self.bar.set_postfix({**{k: f"{v:.3f}" for k, v in losses.items()}, "img/s": f"{rate:.0f}"},
+                                 refresh=False)
+        self.bar.update(1)
+
+    def epoch(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        for key, value in record.items():
+            if key.startswith("val_top1_"):
+                self.writer.add_scalar(f"val/top1_{key[len('val_top1_'):]}", value, record["step"])
+        scores = "  ".join(f"{k[len('val_top1_'):]} {v:.4f}" for k, v in record.items() if k.startswith("val_top1_"))
+        tqdm.write(f"epoch {record['epoch']} step {record['step']}: val top-1 {scores}", file=sys.stderr)
+
+    def interrupted(self, signum: int) -> None:
+        if self.enabled:
+            from nas.trainer import interrupted_message
+
+            tqdm.write(interrupted_message(self.trainer.run, signum, self.trainer.state.step), file=sys.stderr)

@@ -1,0 +1,263 @@
+"""The training loop around `strategy.train_step`: optimiser, LR schedule, precision, DDP,
+logging, checkpoints every N steps or seconds, resume mid-epoch, clean interruption.
+
+The trainer knows nothing of sampling rules: the strategy runs the passes of a step and the
+trainer clips, steps the optimiser and the per-iteration LR schedule (timm), logs and saves.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from timm.optim import create_optimizer_v2
+from timm.scheduler import create_scheduler_v2
+from torch import nn
+
+from nas.checkpoint import BEST, LAST, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from nas.config import RunConfig, TrainConfig
+from nas.data import Augment, ImageSplits, steps_per_epoch, train_batches
+from nas.distributed import DistEnv, all_reduce_mean
+from nas.errors import CheckpointError, TrainingDiverged
+from nas.evaluator import Evaluator
+from nas.run_dir import RunDir
+from supernets.base import StepIO, Strategy
+
+_SGD_NAMES = ("sgd", "nesterov", "momentum")
+
+
+def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """timm optimiser from the config; no weight decay on batch-norm parameters and biases."""
+    o = config.optimizer
+    kwargs: dict[str, Any] = {}
+    name = o.name
+    if name in _SGD_NAMES:
+        name, kwargs["momentum"] = ("sgd" if o.nesterov else "momentum"), o.momentum
+    if o.betas is not None:
+        kwargs["betas"] = tuple(o.betas)
+    if o.eps is not None:
+        kwargs["eps"] = o.eps
+    return create_optimizer_v2(model, opt=name, lr=o.lr, weight_decay=o.weight_decay,
+                               filter_bias_and_bn=True, **kwargs)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total_steps: int):
+    """timm LR schedule stepped every iteration (`step_update(step)`), lengths in iterations."""
+    s = config.scheduler
+    scheduler, _ = create_scheduler_v2(
+        optimizer, sched=s.name, num_epochs=total_steps, warmup_epochs=min(s.warmup_steps, total_steps),
+        warmup_lr=s.warmup_lr, min_lr=s.min_lr, decay_rate=s.decay_rate,
+        decay_epochs=s.decay_steps if s.decay_steps is not None else max(total_steps // 3, 1),
+        step_on_epochs=False, updates_per_epoch=1)
+    return scheduler
+
+
+@dataclass
+class TrainState:
+    """Where training stands; `step` counts finished optimiser steps."""
+
+    step: int = 0
+    elapsed: float = 0.0
+    best_score: float = -1.0
+    history: list = field(default_factory=list)
+
+
+class Trainer:
+    """Train `strategy.model` on `splits` as `config.train` says, writing into `run`."""
+
+    def __init__(self, config: RunConfig, strategy: Strategy, splits: ImageSplits, run: RunDir,
+                 env: DistEnv = DistEnv(), progress: bool = True,
+                 make_evaluator: Callable[[int], Evaluator] | None = None):
+        self.config, self.train_cfg = config, config.train
+        self.strategy, self.splits, self.run, self.env = strategy, splits, run, env
+        self.progress, self.make_evaluator = progress, make_evaluator
+        self.device = torch.device(env.device)
+        self.memory_format = torch.channels_last if self.train_cfg.channels_last else torch.contiguous_format
+        self.model = strategy.model.to(self.device, memory_format=self.memory_format)
+        self.wrapped = self._wrap(self.model)
+        self.steps_per_epoch = steps_per_epoch(len(splits.train_labels), self.train_cfg.batch_size)
+        self.total_steps = (self.train_cfg.steps if self.train_cfg.steps is not None
+                            else self.train_cfg.epochs * self.steps_per_epoch)
+        self.optimizer = build_optimizer(self.model, self.train_cfg)
+        self.scheduler = build_scheduler(self.optimizer, self.train_cfg, self.total_steps)
+        self.state = TrainState()
+        self.augment = Augment(config.data.augment.crop_padding, config.data.augment.hflip)
+        self._stop_signal: int | None = None
+        if self.train_cfg.precision == "bf16" and self.device.type == "cpu":
+            warnings.warn("train.precision: bf16 autocast on CPU is about 4x slower than fp32 on AVX2 CPUs",
+                          stacklevel=2)
+
+    # -- setup --------------------------------------------------------------------------
+    def _wrap(self, model: nn.Module) -> nn.Module:
+        if not self.env.enabled:
+            return model
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        ids = [self.env.local_rank] if self.device.type == "cuda" else None
+        # Subnets leave most parameters unused; no_sync on all but the last pass of a step
+        # plus find_unused_parameters lets one all-reduce carry the summed gradients.
+        return DDP(model, device_ids=ids, find_unused_parameters=True, broadcast_buffers=False)
+
+    def _autocast(self):
+        if self.train_cfg.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _pass_context(self, final: bool):
+        stack = contextlib.ExitStack()
+        if self.env.enabled and not final:
+            stack.enter_context(self.wrapped.no_sync())
+        stack.enter_context(self._autocast())
+        return stack
+
+    def step_io(self) -> StepIO:
+        return StepIO(forward=self.wrapped, pass_context=self._pass_context, all_reduce_mean=all_reduce_mean)
+
+    # -- checkpoints --------------------------------------------------------------------
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {"config": self.config.to_dict(), "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "strategy": self.strategy.state_dict(), "step": self.state.step,
+                "epoch": self.state.step // self.steps_per_epoch, "rng": rng_state(),
+                "elapsed": self.state.elapsed, "best_score": self.state.best_score,
+                "total_steps": self.total_steps}
+
+    def save(self, name: str = LAST) -> None:
+        if self.env.is_main:
+            save_checkpoint(self.checkpoint_state(), self.run.checkpoints / name)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load a checkpoint into the freshly built model, optimiser and scheduler."""
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+        except (KeyError, RuntimeError, ValueError) as e:
+            raise CheckpointError(f"{self.run.checkpoints / LAST}: does not match this config: "
+                                  f"{str(e).splitlines()[0][:160]}") from e
+        self.strategy.load_state_dict(state.get("strategy", {}))
+        set_rng_state(state["rng"])
+        self.state = TrainState(step=state["step"], elapsed=state.get("elapsed", 0.0),
+                                best_score=state.get("best_score", -1.0))
+
+    def resume(self) -> None:
+        """Continue from `checkpoints/last.pt` (the scheduler then continues at that step)."""
+        self.restore(load_checkpoint(self.run.checkpoints / LAST))
+
+    # -- the loop -----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _signals(self):
+        """SIGINT/SIGTERM stop the run after the current step (a checkpoint is then written)."""
+        def handler(signum, frame):
+            self._stop_signal = signum
+
+        try:
+            previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:          # not the main thread: no handlers
+            previous = {}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+    def _check_finite(self, logs: dict[str, float]) -> None:
+        bad = {k: v for k, v in logs.items() if k.startswith("loss/") and not math.isfinite(v)}
+        if bad:
+            raise TrainingDiverged(
+                f"non-finite loss at step {self.state.step} ({', '.join(f'{k}={v}' for k, v in bad.items())}); "
+                f"the last good checkpoint is {self.run.checkpoints / LAST}: lower train.optimizer.lr "
+                f"or enable train.grad_clip")
+
+    def _clip(self) -> None:
+        clip = self.train_cfg.grad_clip
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if clip.value is not None:
+            torch.nn.utils.clip_grad_value_(params, clip.value)
+        if clip.norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip.norm)
+
+    def train_one_step(self, images: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+        """One optimiser step: the strategy's passes, clipping, the update, the LR schedule."""
+        self.scheduler.step_update(self.state.step)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model.train()
+        logs = self.strategy.train_step(images, labels, self.state.step, self.step_io())
+        self._check_finite(logs)
+        self._clip()
+        self.optimizer.step()
+        self.state.step += 1
+        logs["lr"] = self.optimizer.param_groups[0]["lr"]
+        return logs
+
+    def _batches(self):
+        """(epoch, images, labels) from the current step to the end, resuming mid-epoch."""
+        cfg = self.train_cfg
+        while self.state.step < self.total_steps:
+            epoch, offset = divmod(self.state.step, self.steps_per_epoch)
+            for images, labels in train_batches(self.splits, cfg.batch_size, cfg.seed, epoch, offset,
+                                                self.augment, self.env.rank, self.env.world_size):
+                yield epoch, images.to(self.device, memory_format=self.memory_format), labels.to(self.device)
+                if self.state.step >= self.total_steps:
+                    return
+
+    def fit(self) -> TrainState:
+        """Train to `total_steps`; returns the final state (also when stopped by a signal)."""
+        from nas.train_logging import TrainLogger
+
+        logger = TrainLogger(self, enabled=self.env.is_main)
+        last_save, last_save_time = self.state.step, time.monotonic()
+        with self._signals(), logger:
+            for epoch, images, labels in self._batches():
+                started = time.perf_counter()
+                logs = self.train_one_step(images, labels)
+                self.state.elapsed += time.perf_counter() - started
+                logger.step(logs, images.shape[0] * self.env.world_size, time.perf_counter() - started)
+                at_epoch_end = self.state.step % self.steps_per_epoch == 0 or self.state.step == self.total_steps
+                if at_epoch_end:
+                    self.end_of_epoch(epoch, logger)
+                due = (self.state.step - last_save >= self.train_cfg.checkpoint.every_steps
+                       or time.monotonic() - last_save_time >= self.train_cfg.checkpoint.every_seconds)
+                if due or at_epoch_end or self._stop_signal is not None:
+                    self.save()
+                    last_save, last_save_time = self.state.step, time.monotonic()
+                if self._stop_signal is not None:
+                    logger.interrupted(self._stop_signal)
+                    break
+        return self.state
+
+    def end_of_epoch(self, epoch: int, logger: Any) -> None:
+        """Validation top-1 of the monitored archs after BN recalibration; best.pt by their mean."""
+        if self.make_evaluator is None:
+            return
+        evaluator = self.make_evaluator(self.state.step)
+        scores = {role: evaluator.evaluate(arch, "val").top1
+                  for role, arch in self.strategy.monitored_archs().items()}
+        record = {"epoch": epoch, "step": self.state.step, "elapsed_s": round(self.state.elapsed, 1),
+                  **{f"val_top1_{role}": score for role, score in scores.items()}}
+        self.state.history.append(record)
+        logger.epoch(record)
+        if self.env.is_main:
+            with open(self.run.metrics, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        mean = sum(scores.values()) / len(scores)
+        if mean > self.state.best_score:
+            self.state.best_score = mean
+            self.save(BEST)
+
+
+def interrupted_message(run: RunDir, signum: int, step: int) -> str:
+    """The line printed when a signal stops training."""
+    name = signal.Signals(signum).name
+    return (f"{name}: stopped at step {step}, checkpoint saved; resume with: "
+            f"nas train {run.config} --name {run.name} --runs-dir {run.root.parent} --resume")
+
+
+def print_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,94 @@
+"""Bad input on every run-level CLI verb: one line naming the culprit, exit 2, no traceback."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nas import api, cli, yaml_io
+from nas.checkpoint import load_checkpoint
+from nas.config import load_config
+from tests.nas.tiny import tiny_config
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    api.train(load_config(tiny_config(steps=8)), name="tiny", runs_dir=runs, progress=False)
+    return runs
+
+
+def _one_line_error(capsys, argv, *needles):
+    code = cli.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.mark.parametrize("verb", ["eval", "export"])
+def test_missing_run_directory(capsys, tmp_path, verb):
+    _one_line_error(capsys, [verb, "nope", "--arch", "max", "--runs-dir", str(tmp_path)], "RUN: no run at nope")
+
+
+@pytest.mark.parametrize("verb", ["eval", "export"])
+def test_run_without_checkpoint(capsys, tmp_path, verb):
+    run = tmp_path / "fresh"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml_io.dumps(tiny_config()))
+    _one_line_error(capsys, [verb, str(run), "--arch", "max"], "has no checkpoint last.pt yet")
+
+
+@pytest.mark.parametrize("verb", ["eval", "export"])
+def test_arch_file_that_does_not_validate(capsys, trained, tmp_path, verb):
+    bad = tmp_path / "arch.yaml"
+    arch = dict(api.load_run("tiny", trained).space.max(), **{"stage1.width": 20})
+    bad.write_text(yaml_io.dumps({"arch": arch}))
+    _one_line_error(capsys, [verb, "tiny", "--runs-dir", str(trained), "--arch", str(bad)],
+                    "stage1.width: 20 is not allowed; choose one of [16, 24]")
+    _one_line_error(capsys, [verb, "tiny", "--runs-dir", str(trained), "--arch", "maxx"],
+                    "--arch: maxx: no such file (give max, min or a YAML/JSON arch file)")
+
+
+def test_unknown_split(capsys, trained):
+    _one_line_error(capsys, ["eval", "tiny", "--runs-dir", str(trained), "--arch", "max", "--split", "train"],
+                    "--split: unknown split 'train'; choose one of val, test")
+
+
+def test_train_refuses_an_existing_name_and_a_contradicting_resume(capsys, trained, tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml_io.dumps(tiny_config(steps=8)))
+    _one_line_error(capsys, ["train", str(config), "--name", "tiny", "--runs-dir", str(trained)],
+                    "already exists; continue it with --resume")
+    _one_line_error(capsys, ["train", str(config), "--name", "tiny", "--runs-dir", str(trained), "--resume",
+                             "--set", "train.seed=3"], "--set train.seed: contradicts")
+    _one_line_error(capsys, ["train", str(config), "--name", "other", "--runs-dir", str(trained), "--resume"],
+                    "--resume: no run at")
+    # resuming a finished run is a no-op that succeeds
+    assert cli.main(["train", str(config), "--name", "tiny", "--runs-dir", str(trained), "--resume", "--quiet"]) == 0
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_0_with_resume_hint(tmp_path):
+    config = tmp_path / "long.yaml"
+    config.write_text(yaml_io.dumps(tiny_config(steps=100000)))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "nas", "train", str(config), "--runs-dir", str(tmp_path),
+                             "--quiet"], stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=Path(__file__).resolve().parents[2])
+    checkpoint = tmp_path / "long" / "checkpoints" / "last.pt"
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "SIGTERM: stopped at step" in err and "--resume" in err
+    step = int(err.split("stopped at step ")[1].split(",")[0])
+    assert load_checkpoint(checkpoint)["step"] == step > 0
