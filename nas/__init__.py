@@ -8,7 +8,9 @@ Train one supernet from YAML, search it under a budget, export the subnet as pla
     arch = supernet.space.sample(random.Random(0))
     model = supernet.export(arch)
 """
-from nas.api import build_space, build_supernet, load_config, space_summary
+from nas.api import (Run, build_space, build_supernet, evaluate, export_subnet, load_config, load_run,
+                     space_summary, train)
 
-__all__ = ["build_space", "build_supernet", "load_config", "space_summary"]
+__all__ = ["Run", "build_space", "build_supernet", "evaluate", "export_subnet", "load_config", "load_run",
+           "space_summary", "train"]
 __version__ = "0.1.0"

@@ -1,0 +1,117 @@
+"""Shared weights vs standalone training on Fashion-MNIST.
+
+1. Trains the config's supernet (default `fashion_mnist_mbv3`) and reports, on the TEST split
+   after BN recalibration, top-1 of its min, mid (the strategy's monitored mid arch) and max
+   subnets, with epochs, wall time and images/s.
+2. Trains the same three architectures alone from scratch (each exported from a supernet
+   built with another seed, i.e. re-initialised the same way) with the identical recipe:
+   the config's optimiser, per-iteration LR schedule, augmentation, batch size, epochs and
+   label smoothing (that of the supernet's label-trained max subnet), then BN-recalibrates
+   them like the subnets and reports their test top-1.
+
+    python benchmarks/train_quality.py [--config fashion_mnist_mbv3] [--set k=v ...] [--runs-dir /tmp/bench]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nas import api  # noqa: E402
+from nas.bn import recalibrate_bn  # noqa: E402
+from nas.config import load_config  # noqa: E402
+from nas.data import Augment, calibration_batches, steps_per_epoch, train_batches  # noqa: E402
+from nas.evaluator import accuracy, resize  # noqa: E402
+from nas.run_dir import cpu_model  # noqa: E402
+from nas.trainer import build_optimizer, build_scheduler  # noqa: E402
+
+
+def train_standalone(config, splits, model: torch.nn.Module, resolution: int, label_smoothing: float) -> dict:
+    """Train `model` alone with the run's recipe; returns test top-1 after BN recalibration."""
+    cfg = config.train
+    fmt = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt).train()
+    total = cfg.steps if cfg.steps is not None else cfg.epochs * steps_per_epoch(len(splits.train_labels), cfg.batch_size)
+    optimizer, augment = build_optimizer(model, cfg), Augment(config.data.augment.crop_padding, config.data.augment.hflip)
+    scheduler = build_scheduler(optimizer, cfg, total)
+    step, started = 0, time.perf_counter()
+    while step < total:
+        epoch = step // steps_per_epoch(len(splits.train_labels), cfg.batch_size)
+        for x, y in train_batches(splits, cfg.batch_size, cfg.seed, epoch, 0, augment):
+            scheduler.step_update(step)
+            x = resize(x, resolution).contiguous(memory_format=fmt)
+            loss = F.cross_entropy(model(x), y, label_smoothing=label_smoothing)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip.value is not None:
+                torch.nn.utils.clip_grad_value_(model.parameters(), cfg.grad_clip.value)
+            optimizer.step()
+            step += 1
+            if step >= total:
+                break
+    seconds = time.perf_counter() - started
+    calibration = [resize(x, resolution).contiguous(memory_format=fmt) for x, _ in
+                   calibration_batches(splits, config.eval.bn_recal_batches, config.eval.bn_recal_batch_size,
+                                       cfg.seed)]
+    recalibrate_bn(model, calibration)
+    images, labels = splits.split("test")
+    from nas.data import eval_batches
+    batches = ((resize(x, resolution).contiguous(memory_format=fmt), y)
+               for x, y in eval_batches(images, labels, 256, splits.mean, splits.std))
+    return {"test_top1": accuracy(model.eval(), batches).top1, "seconds": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="fashion_mnist_mbv3")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--runs-dir", default="/tmp/nas-bench")
+    parser.add_argument("--name", default="train_quality")
+    parser.add_argument("--skip-standalone", action="store_true")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    config = load_config(args.config, args.set)
+    shutil.rmtree(Path(args.runs_dir) / args.name, ignore_errors=True)
+    started = time.perf_counter()
+    api.train(config, name=args.name, runs_dir=args.runs_dir)
+    wall = time.perf_counter() - started
+    run = api.load_run(args.name, args.runs_dir)
+    history = [json.loads(line) for line in run.dir.metrics.read_text().splitlines()]
+    state = torch.load(run.checkpoint, weights_only=True)
+    images = state["step"] * config.train.batch_size
+    result = {"config": args.config, "overrides": args.set, "epochs": config.train.epochs, "steps": state["step"],
+              "wall_s": wall, "train_s": state["elapsed"], "images_per_s": images / state["elapsed"],
+              "cpu": cpu_model(), "threads": args.threads, "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d"), "history": history, "archs": {}}
+    other_seed = load_config(config.to_dict(), [f"train.seed={config.train.seed + 1}"])
+    fresh = api.build_supernet(other_seed)
+    for role, arch in run.strategy.monitored_archs().items():
+        shared = api.evaluate(run, arch, "test")
+        entry = {"arch_id": shared["arch_id"], "macs": shared["macs"], "params": shared["params"],
+                 "shared_test_top1": shared["top1"]}
+        if not args.skip_standalone:
+            alone = train_standalone(config, run.splits, fresh.export(arch).train(), run.space.input_size(arch),
+                                     config.strategy.options.label_smoothing)
+            entry.update(standalone_test_top1=alone["test_top1"], standalone_s=alone["seconds"])
+        result["archs"][role] = entry
+        print(f"{role:3s} {shared['macs'] / 1e6:5.2f} MMACs {shared['params'] / 1e3:6.1f}K params  "
+              f"shared {shared['top1']:.4f}  standalone {entry.get('standalone_test_top1', float('nan')):.4f}",
+              flush=True)
+    print(f"supernet: {state['step']} steps, train {state['elapsed'] / 60:.1f} min, wall {wall / 60:.1f} min, "
+          f"{result['images_per_s']:.0f} img/s (each image passes through every subnet of its step), "
+          f"{platform.machine()} {cpu_model()}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
