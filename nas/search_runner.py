@@ -1,0 +1,426 @@
+"""The search loop, once for every searcher: ask, check constraints, evaluate, tell, log.
+
+`run_search` is independent of training: it takes a space and an `evaluate(arch) -> dict`
+callable (at least `{"val_top1": fraction}`; the real one recalibrates batch norm and
+measures validation top-1 of the trained supernet, never the test split).
+1. Fail fast when the cheapest subnet (`space.min()`) breaks a budget, naming its cost.
+2. Small spaces (at most `ENUMERATE_LIMIT` raw archs) are listed: when fewer feasible
+   distinct archs exist than `trials`, the search evaluates all of them and says so.
+3. Loop until `trials` evaluations are complete: `ask`; reject (cheap checks first: analytic
+   MACs and params, then the latency table; then duplicates by `arch_id` of the canonical
+   arch); `claim`; `evaluate`; `tell`; append to results.jsonl; TensorBoard and tqdm.
+   `max_rejections` rejections in a row stop the search with a `SearchError`.
+4. Write `pareto.json`/`pareto.png`, `best.yaml` and `summary.json`; with a latency table
+   and an `export` callable, measure the best arch and report the table's error.
+
+Files in `out_dir`: `results.jsonl` (one line per evaluated arch: `{"trial", "arch",
+"arch_id", "val_top1", "macs", "params", "latency_ms"?, ...extra metrics, "eval_seconds"}`),
+`pareto.json`, `pareto.png`, `best.yaml` (bare arch mapping), `summary.json`, `search.json`
+(settings of a local search, checked on resume), `tb/`, and `optuna.journal` for Optuna
+searchers without `--storage`. Resume: local searchers replay results.jsonl; Optuna
+searchers reload their study.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import torch
+from torch import nn
+
+from nas.arch import Arch, arch_id, write_arch_file
+from nas.errors import ConfigError, SearchError
+from nas.latency import LatencyTable, measure, space_fingerprint
+from nas.pareto import write_pareto
+from nas.registry import SEARCHERS
+from nas.schema import Problems, convert_dataclass
+from search_spaces.base import ArchSpace
+from searchers.base import Record, SearchContext, Searcher, best_record, check_settings
+
+MAX_REJECTIONS = 1000
+ENUMERATE_LIMIT = 20_000
+FLAGS = {"macs": "--max-macs", "params": "--max-params", "latency_ms": "--max-latency-ms"}
+_RESERVED = {"trial", "arch", "arch_id", "val_top1", "macs", "params", "latency_ms", "eval_seconds"}
+_log = logging.getLogger(__name__)
+Evaluate = Callable[[Arch], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Budgets of a search; None: unconstrained. MACs and params are counts, latency in ms."""
+
+    max_macs: float | None = None
+    max_params: float | None = None
+    max_latency_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for cost, budget in zip(FLAGS, (self.max_macs, self.max_params, self.max_latency_ms)):
+            if budget is not None and not budget > 0:
+                raise ConfigError(f"{FLAGS[cost]}: must be > 0, got {budget}")
+
+    def budgets(self) -> dict[str, float]:
+        """Constrained cost name (`macs`, `params`, `latency_ms`) -> budget."""
+        values = {"macs": self.max_macs, "params": self.max_params, "latency_ms": self.max_latency_ms}
+        return {cost: float(budget) for cost, budget in values.items() if budget is not None}
+
+
+@dataclass
+class SearchResult:
+    """Outcome of `run_search`: the best arch and where everything was written.
+
+    Attributes:
+        best: The best arch (highest val_top1 within the budgets), canonical.
+        arch_id, val_top1, macs, params, latency_ms: Its id and metrics (latency predicted
+            by the table, None without one).
+        dir: The search directory.
+        evaluated: Evaluations in the search (all workers of a shared study).
+        new: Evaluations made by this call (0 when re-run on a finished search).
+        record: The best arch's results.jsonl record.
+        latency_check: Predicted vs measured latency of `best` (None without a table and export).
+        notes: Things the caller should tell the user (fewer feasible archs than asked...).
+    """
+
+    best: Arch
+    arch_id: str
+    val_top1: float
+    macs: int
+    params: int
+    latency_ms: float | None
+    dir: Path
+    evaluated: int
+    new: int
+    record: Record
+    latency_check: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """What `nas search --json` prints: `{"best", "val_top1", "macs", "dir", ...}`."""
+        data = {"best": self.best, "val_top1": self.val_top1, "macs": self.macs, "dir": str(self.dir),
+                "arch_id": self.arch_id, "params": self.params, "evaluated": self.evaluated}
+        if self.latency_ms is not None:
+            data["latency_ms"] = self.latency_ms
+        if self.latency_check is not None:
+            data["latency_check"] = self.latency_check
+        return data
+
+
+def parse_searcher_options(name: str, options: Any = None, path: str = "search.options") -> Any:
+    """The options dataclass of searcher `name` from a mapping (errors name `path.key`)."""
+    entry = SEARCHERS.get(name)
+    if options is None:
+        return entry.options()
+    if dataclasses.is_dataclass(options):
+        if not isinstance(options, entry.options):
+            raise ConfigError(f"{path}: expected {entry.options.__name__}, got {type(options).__name__}")
+        return options
+    problems = Problems()
+    value = convert_dataclass(entry.options, dict(options), path, problems)
+    if problems:
+        raise ConfigError([f"{p}: {problem}" for p, problem in problems])
+    return value
+
+
+def _amount(cost: str, value: float) -> str:
+    if cost == "latency_ms":
+        return f"{value:.3g} ms"
+    return f"{value / 1e6:.3g}M {'MACs' if cost == 'macs' else 'params'}"
+
+
+class _Costs:
+    """Costs of archs by arch_id: analytic MACs and params, then the latency table."""
+
+    def __init__(self, space: ArchSpace, latency: LatencyTable | None):
+        self.space, self.latency, self.cache = space, latency, {}
+
+    def __call__(self, arch: Arch, key: str | None = None) -> dict[str, float]:
+        key = key if key is not None else arch_id(arch)
+        if key not in self.cache:
+            macs, params = self.space.costs(arch)
+            costs: dict[str, float] = {"macs": macs, "params": params}
+            if self.latency is not None:
+                costs["latency_ms"] = round(self.latency.predict(self.space, arch), 6)
+            self.cache[key] = costs
+        return self.cache[key]
+
+
+def _violation(costs: Mapping[str, float], budgets: Mapping[str, float]) -> str | None:
+    for cost in ("macs", "params", "latency_ms"):  # cheap analytic costs first
+        if cost in budgets and costs[cost] > budgets[cost]:
+            return f"{cost} {_amount(cost, costs[cost])} > {FLAGS[cost]} {_amount(cost, budgets[cost])}"
+    return None
+
+
+def _check_cheapest(space: ArchSpace, budgets: Mapping[str, float], costs_of: _Costs,
+                    latency: LatencyTable | None) -> None:
+    costs = costs_of(space.min())
+    for cost, budget in budgets.items():
+        if costs[cost] > budget:
+            where = (f" predicted on {latency.device.device}, batch {latency.device.batch_size}"
+                     if cost == "latency_ms" and latency is not None else "")
+            given = f"{budget:g}" if cost == "latency_ms" else f"{budget / 1e6:.3g}M"
+            raise SearchError(f"{FLAGS[cost]}: {given} is below the cheapest subnet "
+                              f"(min: {_amount(cost, costs[cost])}{where}); raise the budget")
+
+
+def _feasible(space: ArchSpace, budgets: Mapping[str, float], costs_of: _Costs) -> tuple[Arch, ...] | None:
+    if space.raw_size() > ENUMERATE_LIMIT:
+        return None
+    return tuple(a for a in space.enumerate() if _violation(costs_of(a), budgets) is None)
+
+
+def read_results(path: Path) -> list[Record]:
+    """Records of results.jsonl; a torn last line (a killed search) is dropped from the file."""
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    records, good = [], 0
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            good += len(line) + 1
+            continue
+        try:
+            records.append(json.loads(line))
+            good += len(line) + 1
+        except json.JSONDecodeError as e:
+            if number < len(lines) - 1 or data.endswith(b"\n"):
+                raise SearchError(f"{path}:{number}: not a JSON record ({e.msg}); repair or remove the line") from e
+            with open(path, "r+b") as f:
+                f.truncate(good)
+    return records
+
+
+def _append(path: Path, record: Record) -> None:
+    line = json.dumps(record, separators=(",", ":")) + "\n"
+    with open(path, "a") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # workers of one study share the directory
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _plain(name: str, value: Any) -> Any:
+    value = value.item() if hasattr(value, "item") else value  # tensors, numpy scalars
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise SearchError(f"evaluate: metric '{name}' is a {type(value).__name__}; return numbers or strings")
+
+
+def _evaluate(evaluate: Evaluate, searcher: Searcher, arch: Arch, key: str, costs: Mapping[str, float]) -> Record:
+    start = time.perf_counter()
+    try:
+        metrics = evaluate(arch)
+        top1 = metrics.get("val_top1") if isinstance(metrics, Mapping) else None
+        if isinstance(top1, bool) or not isinstance(top1, (int, float)) or not 0 <= top1 <= 1:
+            raise SearchError(f"evaluate: returned val_top1={top1!r} for arch {key}; expected a fraction in [0, 1]")
+        extra = {k: _plain(k, v) for k, v in metrics.items() if k not in _RESERVED}
+    except BaseException as e:
+        searcher.abort(e)
+        raise
+    return {"trial": searcher.trial_number(), "arch": arch, "arch_id": key, "val_top1": float(top1),
+            **costs, **extra, "eval_seconds": round(time.perf_counter() - start, 4)}
+
+
+class _Log:
+    """tqdm progress (stderr) and TensorBoard scalars under `out_dir/tb`."""
+
+    def __init__(self, out_dir: Path, total: int, done: int, name: str, progress: bool, tensorboard: bool):
+        from tqdm.auto import tqdm
+        self.bar = tqdm(total=total, initial=min(done, total), desc=f"search {name}", unit="arch",
+                        disable=not progress, file=sys.stderr, dynamic_ncols=True)
+        self.writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+            self.writer = SummaryWriter(log_dir=str(out_dir / "tb"))
+
+    def step(self, record: Record, best: Record, done: int, rejected: int) -> None:
+        self.bar.n = min(done, self.bar.total)
+        self.bar.set_postfix(best=f"{100 * best['val_top1']:.2f}%", rejected=rejected)
+        if self.writer is not None:
+            scalars = {"val_top1": record["val_top1"], "best_val_top1": best["val_top1"], "macs": record["macs"],
+                       "params": record["params"], "rejected": rejected}
+            if "latency_ms" in record:
+                scalars["latency_ms"] = record["latency_ms"]
+            for name, value in scalars.items():
+                self.writer.add_scalar(f"search/{name}", value, done)
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, budgets: Mapping[str, float],
+          costs_of: _Costs, target: int, max_rejections: int, out_dir: Path, log: _Log) -> int:
+    new = rejected = duplicates = 0
+    while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection
+        if rejected >= max_rejections:
+            raise SearchError(
+                f"stopped after {searcher.completed()} of {target} evaluations: {max_rejections} suggestions in a "
+                f"row were infeasible ({rejected - duplicates}) or already evaluated ({duplicates}); "
+                "relax the budget or lower --trials")
+        arch = space.canonical(searcher.ask())
+        key = arch_id(arch)
+        costs = costs_of(arch, key)
+        reason = _violation(costs, budgets)
+        if reason is None and (earlier := searcher.duplicate(key)) is not None:
+            reason, duplicates = f"duplicate of trial {earlier}", duplicates + 1
+        if reason is not None:
+            searcher.reject(arch, reason, costs)
+            rejected += 1
+            continue
+        if not searcher.claim(target):
+            continue
+        record = _evaluate(evaluate, searcher, arch, key, costs)
+        searcher.tell(arch, record)
+        _append(out_dir / "results.jsonl", record)
+        new += 1
+        log.step(record, searcher.best(), searcher.completed(), rejected)
+        rejected = duplicates = 0
+    return new
+
+
+def _verify_latency(space: ArchSpace, table: LatencyTable, export: Callable[[Arch], nn.Module],
+                    best: Record, budget: float | None) -> dict[str, Any]:
+    device = table.device
+    timing = measure(export(best["arch"]), device.device, device.batch_size, space.layers(best["arch"])[0].in_shape,
+                     getattr(torch, device.dtype), threads=device.threads, channels_last=device.channels_last)
+    predicted = table.predict(space, best["arch"])
+    return {"predicted_ms": predicted, "measured_ms": timing.median_ms, "p90_ms": timing.p90_ms,
+            "error_pct": 100.0 * (predicted - timing.median_ms) / timing.median_ms,
+            "within_budget": None if budget is None else timing.median_ms <= budget,
+            "device": dataclasses.asdict(timing.device)}
+
+
+def _local_state(out_dir: Path, settings: dict[str, Any]) -> Mapping[str, Any] | None:
+    path = out_dir / "search.json"
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    check_settings(stored["settings"], settings, f"the search in {out_dir}",
+                   "resume with the same settings or use another --out")
+    return stored["options"]
+
+
+def _check_arguments(space: ArchSpace, searcher: str, shared: bool, constraints: Constraints, trials: int,
+                     storage: str | None, study: str | None, worker: int,
+                     latency: LatencyTable | None) -> dict[str, float]:
+    """The budgets, after checking the arguments that do not depend on the search directory."""
+    if trials < 1:
+        raise ConfigError(f"--trials: must be >= 1, got {trials}")
+    if not shared and (storage is not None or study is not None or worker != 0):
+        raise ConfigError(f"--storage: only the optuna searchers share a study; '{searcher}' keeps its state "
+                          "in the search directory")
+    if worker < 0:
+        raise ConfigError(f"--worker: must be >= 0, got {worker}")
+    budgets = constraints.budgets()
+    if "latency_ms" in budgets and latency is None:
+        raise ConfigError("--max-latency-ms: needs a latency table; build one with "
+                          "`nas latency-table RUN --device D --batch B`")
+    if latency is not None:
+        latency.check_space(space)
+    return budgets
+
+
+def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
+    """Replay a local search's results; returns the evaluations to reach and notes for the user."""
+    if not active.shared:
+        active.restore(read_results(context.out_dir / "results.jsonl"))
+        _write_json(context.out_dir / "search.json", {"settings": dict(context.settings),
+                                                      "options": active.resolved_options()})
+    target, notes = context.trials, []
+    if context.candidates is not None and len(context.candidates) < target:
+        target = len(context.candidates)
+        notes.append(f"only {target} distinct architectures meet the budget; evaluating all of them "
+                     f"instead of --trials {context.trials}")
+    limit = active.limit()
+    if limit is not None and limit < target:
+        target = limit
+        notes.append(f"{active.name} stops after {target} evaluations (its generations option)")
+    for note in notes:
+        _log.warning(note)
+    return target, notes
+
+
+def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random", searcher_options: Any = None,
+               constraints: Constraints = Constraints(), trials: int = 100, seed: int = 0, out_dir: str | Path,
+               storage: str | None = None, study: str | None = None, worker: int = 0,
+               latency: LatencyTable | None = None, export: Callable[[Arch], nn.Module] | None = None,
+               progress: bool = True, tensorboard: bool = True, max_rejections: int = MAX_REJECTIONS) -> SearchResult:
+    """Search `space` for the most accurate arch within `constraints` (see the module docstring).
+
+    Args:
+        space: The architecture space.
+        evaluate: `evaluate(arch) -> {"val_top1": fraction, ...extra metrics}`.
+        searcher: Registered searcher name (`random`, `evolution`, `optuna-tpe`, `optuna-nsga2`).
+        searcher_options: Its options: a mapping, the options dataclass, or None (defaults).
+        constraints: Budgets; `max_latency_ms` needs `latency`.
+        trials: Evaluations to complete in the search (in the shared study for Optuna):
+            re-running a finished search evaluates nothing, raising it continues.
+        seed: Search seed; worker k of a shared study uses `seed + k`.
+        out_dir: The search directory (created).
+        storage, study: Optuna storage URL and study name (Optuna searchers only).
+        worker: Index of this process among the workers of a shared study.
+        latency: Latency table: predicts `latency_ms` of every arch (and checks its budget).
+        export: `arch -> static module` (e.g. `supernet.export`): with `latency`, the best
+            arch is measured on the table's device to report the table's error.
+        progress, tensorboard: tqdm bar on stderr; scalars under `out_dir/tb`.
+        max_rejections: Infeasible or duplicate suggestions in a row before giving up.
+    """
+    entry = SEARCHERS.get(searcher)
+    options = parse_searcher_options(searcher, searcher_options)
+    shared = entry.obj.shared
+    budgets = _check_arguments(space, searcher, shared, constraints, trials, storage, study, worker, latency)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    costs_of = _Costs(space, latency)
+    _check_cheapest(space, budgets, costs_of, latency)
+    settings = {"searcher": searcher, "space": space.name, "space_fingerprint": space_fingerprint(space),
+                "budgets": budgets, "latency_table": None if "latency_ms" not in budgets else
+                f"{latency.device.device}-b{latency.device.batch_size}"}
+    if not shared:
+        settings["seed"] = seed
+    cost_names = ("macs", *(c for c in ("params", "latency_ms") if c in budgets))
+    context = SearchContext(space, trials, seed + worker, worker, cost_names, budgets, out_dir, storage, study,
+                            settings, None if shared else _local_state(out_dir, settings),
+                            _feasible(space, budgets, costs_of))
+    active = entry.obj(context, options)
+    try:
+        target, notes = _prepare(active, context)
+        log = _Log(out_dir, target, active.completed(), searcher, progress, tensorboard)
+        try:
+            new = _loop(active, space, evaluate, budgets, costs_of, target, max_rejections, out_dir, log)
+        finally:
+            log.close()
+            history = active.history()
+            if history:  # also when the loop failed: what was evaluated is kept
+                write_pareto(out_dir, history, cost_names, budgets)
+                tmp = write_arch_file(best_record(history)["arch"], out_dir / f".best.yaml.{os.getpid()}.tmp")
+                os.replace(tmp, out_dir / "best.yaml")
+    finally:
+        active.close()
+    best = best_record(history)
+    check = None
+    if latency is not None and export is not None:
+        check = _verify_latency(space, latency, export, best, budgets.get("latency_ms"))
+        notes.append(f"latency of the best arch: predicted {check['predicted_ms']:.3f} ms, measured "
+                     f"{check['measured_ms']:.3f} ms ({check['error_pct']:+.1f}%)")
+    result = SearchResult(best["arch"], best["arch_id"], best["val_top1"], best["macs"], best["params"],
+                          best.get("latency_ms"), out_dir, len(history), new, best, check, notes)
+    _write_json(out_dir / "summary.json", {**result.to_json(), "searcher": searcher,
+                                           "options": active.resolved_options(), "seed": seed, "worker": worker,
+                                           "trials": trials, "target": target, "budgets": budgets, "record": best,
+                                           "notes": notes})
+    return result

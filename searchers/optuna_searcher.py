@@ -1,0 +1,253 @@
+"""`optuna-tpe` and `optuna-nsga2`: Optuna's ask/tell over the space's categorical choices.
+
+Every choice of the space is declared up front as a `CategoricalDistribution`
+(`study.ask(fixed_distributions=...)`). TPE (Bergstra et al., 2011; constant liar for
+parallel workers) maximises validation top-1; NSGA-II (Deb et al., 2002) maximises it and
+minimises `macs` and every constrained cost. Infeasible and duplicate suggestions are told
+PRUNED with a `reason` user attribute and their constraint values; evaluated ones COMPLETE
+with their constraint values and their results.jsonl record (user attribute `record`).
+Constraint values are relative, `cost / budget - 1` (<= 0: feasible), set with Optuna 5's
+`Trial.set_constraint`, which both samplers read.
+
+The study is the searcher's whole state, so several processes (worker k seeded S + k) share
+it through one storage (`searchers/optuna_storage.py`), and a killed search resumes. Trial
+numbers order the workers: a trial is evaluated only while the COMPLETE trials plus the
+running trials numbered before it stay below `--trials`, so the study ends with exactly
+`--trials` COMPLETE trials.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState
+
+from nas.arch import Arch, arch_id
+from nas.errors import ConfigError, SearchError
+from nas.registry import SEARCHERS
+from nas.rng import derive_seed
+from searchers import optuna_storage
+from searchers.base import Record, SearchContext, Searcher, check_settings, merge_options
+
+DEFAULT_STUDY = "search"
+POLL_SECONDS = 0.2
+WAIT_TIMEOUT = 6 * 3600.0  # longest wait for other workers' running trials near the end
+_FIX = "resume with the same settings, or use another --study (or --out)"
+
+
+@dataclass(frozen=True)
+class TPEOptions:
+    """Options of `optuna-tpe`; None defaults are derived from `--trials`."""
+
+    n_startup_trials: int | None = None   # None: trials // 5 within [2, 10] (Optuna's 10 wastes small budgets)
+    multivariate: bool = True             # model the choices jointly
+
+    def __post_init__(self) -> None:
+        if self.n_startup_trials is not None and self.n_startup_trials < 0:
+            raise ConfigError(f"n_startup_trials: must be >= 0, got {self.n_startup_trials}")
+
+
+@dataclass(frozen=True)
+class NSGA2Options:
+    """Options of `optuna-nsga2`; None defaults are derived from `--trials`."""
+
+    population_size: int | None = None    # None: trials // 5 within [4, 50] (Optuna's 50 would be one generation)
+    crossover_prob: float = 0.9
+    mutation_prob: float | None = None    # None: Optuna's 1 / number of choices
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.population_size is not None and self.population_size < 2:
+            problems.append(f"population_size: must be >= 2, got {self.population_size}")
+        if not 0 <= self.crossover_prob <= 1:
+            problems.append(f"crossover_prob: must be in [0, 1], got {self.crossover_prob}")
+        if self.mutation_prob is not None and not 0 <= self.mutation_prob <= 1:
+            problems.append(f"mutation_prob: must be in [0, 1], got {self.mutation_prob}")
+        if problems:
+            raise ConfigError(problems)
+
+
+class OptunaSearcher(Searcher):
+    """Ask/tell over a (possibly shared) Optuna study; subclasses choose sampler and objectives."""
+
+    shared = True
+
+    def __init__(self, context: SearchContext, options: Any):
+        super().__init__(context, options)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.distributions = {key: CategoricalDistribution(list(values))
+                              for key, values in self.space.choices().items()}
+        storage = optuna_storage.open_storage(context.storage, context.out_dir)
+        name = context.study if context.study is not None else DEFAULT_STUDY
+        self.study = optuna.create_study(storage=storage, study_name=name, directions=self.directions(),
+                                         load_if_exists=True)
+        where = f"study '{name}'"
+        stored = self.study.user_attrs.get("nas_settings")
+        if stored is not None:
+            check_settings(stored, context.settings, where, _FIX)
+            self.options = merge_options(options, self.options, self.study.user_attrs.get("nas_options"), where, _FIX)
+        if [d.name.lower() for d in self.study.directions] != self.directions():
+            raise SearchError(f"{where} optimises {[d.name.lower() for d in self.study.directions]}, "
+                              f"not {self.directions()}; {_FIX}")
+        if stored is None:
+            self.study.set_user_attr("nas_settings", dict(context.settings))
+            self.study.set_user_attr("nas_options", self.resolved_options())
+        start = len(self.study.get_trials(deepcopy=False))
+        # A fresh study starts from the worker's seed; a resumed one from a seed derived from
+        # its length, so it does not replay its first suggestions.
+        seed = context.seed if start == 0 else derive_seed(context.seed, "optuna", start)
+        self.study.sampler = self.sampler(seed % 2**32)
+        optuna_storage.fail_stale_trials(self.study)
+        self.heartbeat = optuna_storage.Heartbeat(optuna_storage.HEARTBEAT_INTERVAL)
+        self.trial: optuna.Trial | None = None
+
+    # -- what subclasses choose -------------------------------------------------------------
+    def directions(self) -> list[str]:
+        return ["maximize"]
+
+    def values(self, record: Record) -> float | list[float]:
+        return record["val_top1"]
+
+    def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
+        raise NotImplementedError
+
+    # -- protocol ---------------------------------------------------------------------------
+    def ask(self) -> Arch:
+        self.trial = self.study.ask(self.distributions)
+        arch = self.space.canonical(self.trial.params)
+        self.trial.set_user_attr("nas", {"arch_id": arch_id(arch), "worker": self.context.worker,
+                                         "host": optuna_storage.HOST, "pid": os.getpid()})
+        self.heartbeat.beat(self.trial)
+        return arch
+
+    def trial_number(self) -> int:
+        return self._open().number
+
+    def _open(self) -> optuna.Trial:
+        if self.trial is None:
+            raise AssertionError("no asked trial is open")
+        return self.trial
+
+    def _finish(self, costs: Mapping[str, float] | None, values: Any = None, state: TrialState | None = None,
+                **attrs: Any) -> None:
+        trial = self._open()
+        self.heartbeat.beat(None)
+        self.trial = None
+        for cost, budget in self.context.budgets.items() if costs is not None else ():
+            trial.set_constraint(cost, costs[cost] / budget - 1.0)
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        try:
+            self.study.tell(trial, values, state=state)
+        except ValueError as e:  # our trial was failed by another worker as stale
+            raise SearchError(f"trial {trial.number} was closed by another worker ({e}); "
+                              f"its worker stalled for over {optuna_storage.GRACE_PERIOD:g} s") from e
+
+    def tell(self, arch: Arch, record: Record) -> None:
+        self._finish(record, self.values(record), record=dict(record))
+
+    def reject(self, arch: Arch, reason: str, costs: Mapping[str, float]) -> None:
+        self._finish(costs, state=TrialState.PRUNED, reason=reason)
+
+    def abort(self, error: BaseException) -> None:
+        if self.trial is not None:
+            trial, self.trial = self.trial, None
+            self.heartbeat.beat(None)
+            trial.set_user_attr("error", f"{type(error).__name__}: {error}"[:200])
+            self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+
+    def duplicate(self, arch_id: str) -> int | None:
+        mine = self._open().number
+        for _ in range(100):  # earlier trials get their `nas` attribute right after their ask
+            pending = False
+            for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+                info = trial.user_attrs.get("nas")
+                if trial.number == mine or (trial.state == TrialState.RUNNING and trial.number > mine):
+                    continue
+                if info is None:
+                    pending = pending or trial.state == TrialState.RUNNING
+                elif info["arch_id"] == arch_id:
+                    return trial.number
+            if not pending:
+                return None
+            time.sleep(0.05)
+        return None
+
+    def claim(self, target: int) -> bool:
+        mine = self._open().number
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while time.monotonic() < deadline:
+            optuna_storage.fail_stale_trials(self.study, keep=mine)
+            trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+            done = sum(t.state == TrialState.COMPLETE for t in trials)
+            if done >= target:
+                self._finish(None, state=TrialState.PRUNED, reason=f"--trials {target} reached")
+                return False
+            earlier = sum(t.state == TrialState.RUNNING and t.number < mine for t in trials)
+            if done + earlier < target:
+                return True
+            time.sleep(POLL_SECONDS)
+        raise SearchError(f"waited {WAIT_TIMEOUT:g} s for other workers' trials to finish; "
+                          "their workers may hang")
+
+    def history(self) -> list[Record]:
+        trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        return [dict(t.user_attrs["record"]) for t in trials if "record" in t.user_attrs]
+
+    def completed(self) -> int:
+        return len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+    def close(self) -> None:
+        if self.trial is not None:
+            self.abort(SearchError("search stopped"))
+        self.heartbeat.close()
+
+
+@SEARCHERS.register("optuna-tpe", options=TPEOptions)
+class TPESearcher(OptunaSearcher):
+    """TPE maximising validation top-1 under the constraints."""
+
+    name = "optuna-tpe"
+
+    @classmethod
+    def resolve_options(cls, options: TPEOptions, trials: int) -> TPEOptions:
+        if options.n_startup_trials is not None:
+            return options
+        return replace(options, n_startup_trials=min(10, max(2, trials // 5)))
+
+    def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(n_startup_trials=self.options.n_startup_trials, seed=seed,
+                                              multivariate=self.options.multivariate, constant_liar=True,
+                                              )
+
+
+@SEARCHERS.register("optuna-nsga2", options=NSGA2Options)
+class NSGA2Searcher(OptunaSearcher):
+    """NSGA-II over (validation top-1, MACs and every constrained cost)."""
+
+    name = "optuna-nsga2"
+
+    @classmethod
+    def resolve_options(cls, options: NSGA2Options, trials: int) -> NSGA2Options:
+        if options.population_size is not None:
+            return options
+        return replace(options, population_size=min(50, max(4, trials // 5)))
+
+    def directions(self) -> list[str]:
+        return ["maximize"] + ["minimize"] * len(self.context.costs)
+
+    def values(self, record: Record) -> list[float]:
+        return [record["val_top1"], *(float(record[c]) for c in self.context.costs)]
+
+    def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
+        return optuna.samplers.NSGAIISampler(population_size=self.options.population_size,
+                                             crossover_prob=self.options.crossover_prob,
+                                             mutation_prob=self.options.mutation_prob, seed=seed)
+

@@ -1,0 +1,136 @@
+"""Optuna storages for shared studies, and the liveness of their running trials.
+
+Storage URLs: any RDB URL Optuna accepts (`sqlite:///search.db`, `postgresql://...`) and
+`journal:///abs/path.log` (or `journal://rel/path.log`) for Optuna's journal file storage;
+None means a journal file `optuna.journal` in the search directory.
+
+Liveness works the same on every storage (Optuna's own heartbeat exists only for RDB and
+only inside `study.optimize`): a running trial carries the user attribute `nas` =
+`{"arch_id", "worker", "host", "pid"}` and a `nas_heartbeat` (unix time) that a thread
+refreshes every `HEARTBEAT_INTERVAL` seconds. A running trial is stale, and is failed, when
+its process is gone from this host (same host id, dead or zombie pid) or when its heartbeat
+is older than `GRACE_PERIOD` seconds (a worker killed on another machine).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from nas.errors import SearchError, clip
+
+HEARTBEAT_INTERVAL = 10.0
+GRACE_PERIOD = 60.0
+DEFAULT_JOURNAL = "optuna.journal"
+_OPEN_ATTEMPTS = 5
+_log = logging.getLogger(__name__)
+
+
+def host_id() -> str:
+    """Hostname plus PID namespace: processes with equal host ids can see each other's pids."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}/{namespace}"
+
+
+HOST = host_id()
+
+
+def open_storage(url: str | None, out_dir: Path) -> BaseStorage:
+    """The Optuna storage of a search (see the module docstring for URLs)."""
+    if url is None or url.startswith("journal://"):
+        path = out_dir / DEFAULT_JOURNAL if url is None else Path(url[len("journal://"):])
+        if url is not None and not url[len("journal://"):]:
+            raise SearchError("--storage: journal:// needs a file path, e.g. journal:///tmp/search.log")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
+    for attempt in range(_OPEN_ATTEMPTS):
+        try:
+            return RDBStorage(url, engine_kwargs=engine_kwargs)
+        except (IntegrityError, OperationalError) as e:  # workers starting together race to create the schema
+            if attempt == _OPEN_ATTEMPTS - 1:
+                raise SearchError(f"--storage: cannot open {clip(url)}: {str(e).splitlines()[0]}") from e
+            time.sleep(0.2 * (attempt + 1))
+        except Exception as e:  # sqlalchemy and its drivers raise many types for bad URLs
+            raise SearchError(f"--storage: cannot open {clip(url)}: {str(e).splitlines()[0]}") from e
+    raise AssertionError("unreachable")
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def is_stale(trial: FrozenTrial, now: float) -> bool:
+    """Whether a running trial's worker is gone (see the module docstring)."""
+    info = trial.user_attrs.get("nas", {})
+    if info.get("host") == HOST and isinstance(info.get("pid"), int):
+        if info["pid"] == os.getpid() or _process_gone(info["pid"]):
+            return True
+    start = trial.datetime_start.timestamp() if trial.datetime_start else now
+    return now - float(trial.user_attrs.get("nas_heartbeat", start)) > GRACE_PERIOD
+
+
+def fail_stale_trials(study: optuna.Study, keep: int | None = None) -> list[int]:
+    """Fail the stale running trials of `study` (except trial number `keep`); their numbers."""
+    failed, now = [], time.time()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if trial.number != keep and is_stale(trial, now):
+            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+            failed.append(trial.number)
+    return failed
+
+
+class Heartbeat:
+    """A daemon thread refreshing `nas_heartbeat` of the current trial, if any."""
+
+    def __init__(self, interval: float):
+        self.lock = threading.Lock()
+        self.trial: optuna.Trial | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True, name="nas-heartbeat")
+        self._thread.start()
+
+    def beat(self, trial: optuna.Trial | None) -> None:
+        """Start beating for `trial` (None: stop); returns once no beat is in flight."""
+        with self.lock:
+            self.trial = trial  # until the first beat, staleness counts from the trial's start
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            with self.lock:
+                if self.trial is None:
+                    continue
+                try:
+                    self.trial.set_user_attr("nas_heartbeat", time.time())
+                except Exception as e:  # a busy storage: the next beat tries again
+                    _log.warning("heartbeat of trial %d failed: %s", self.trial.number, e)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -1,0 +1,161 @@
+"""Searcher contracts on a stub evaluator with a known optimum (no training)."""
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+from nas.errors import ConfigError, SearchError
+from nas.registry import SEARCHERS
+from nas.search_runner import Constraints, parse_searcher_options, run_search
+from searchers.evolution import EvolutionOptions, EvolutionSearcher
+from searchers.optuna_searcher import NSGA2Options, NSGA2Searcher, TPEOptions, TPESearcher
+from tests.conftest import make_space
+from tests.searchers.stub import MAX_MACS, StubEvaluator, search_dir, small_space, target_arch  # noqa: F401
+
+BUDGET = Constraints(max_macs=MAX_MACS)
+# Evaluations each searcher gets to find the optimum (478 archs are feasible). Random search
+# gets more than the feasible archs, so it must evaluate every one of them.
+FIND_TRIALS = {"random": 600, "evolution": 100, "optuna-tpe": 120, "optuna-nsga2": 200}
+
+
+@pytest.fixture(scope="module")
+def space():
+    return small_space()
+
+
+@pytest.fixture(scope="module")
+def target(space):
+    return target_arch(space)
+
+
+def _search(space, target, out_dir, name, trials, seed=0, **kwargs):
+    evaluate = StubEvaluator(space, target)
+    result = run_search(space, evaluate, searcher=name, constraints=BUDGET, trials=trials, seed=seed,
+                        out_dir=out_dir, progress=False, tensorboard=False, **kwargs)
+    return result, evaluate
+
+
+def _results(out_dir):
+    return [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines()]
+
+
+def test_every_searcher_is_registered_with_options():
+    assert {"random", "evolution", "optuna-tpe", "optuna-nsga2"} <= set(SEARCHERS.names())
+    for name in SEARCHERS.names():
+        assert parse_searcher_options(name) == SEARCHERS.get(name).options()
+
+
+@pytest.mark.parametrize("name", sorted(FIND_TRIALS))
+def test_finds_the_optimum_feasibly_without_repeats(space, target, search_dir, name):
+    result, evaluate = _search(space, target, search_dir, name, FIND_TRIALS[name])
+    assert result.best == target and result.val_top1 == pytest.approx(0.95)
+    assert len(evaluate.calls) == len(set(evaluate.calls)) == result.evaluated
+    records = _results(search_dir)
+    assert [r["arch_id"] for r in records] == evaluate.calls
+    assert all(space.macs(r["arch"]) == r["macs"] <= MAX_MACS for r in records)
+    if name == "random":
+        assert result.evaluated == 478 and "only 478" in result.notes[0]
+    else:
+        assert result.evaluated == FIND_TRIALS[name]
+
+
+@pytest.mark.parametrize("name", sorted(FIND_TRIALS))
+def test_repeats_exactly_under_the_same_seed(space, target, search_dir, name):
+    runs = [_search(space, target, search_dir / f"run{i}", name, 25, seed=seed)[1].calls
+            for i, seed in enumerate((3, 3, 4))]
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_defaults_derived_from_trials_give_several_generations():
+    evolution = EvolutionSearcher.resolve_options(EvolutionOptions(), 20)
+    assert evolution.population == 4  # 5 generations of 4
+    assert EvolutionSearcher.resolve_options(EvolutionOptions(generations=3), 40).population == 10
+    assert EvolutionSearcher.resolve_options(EvolutionOptions(), 10_000).population == 100
+    assert TPESearcher.resolve_options(TPEOptions(), 20).n_startup_trials == 4
+    assert TPESearcher.resolve_options(TPEOptions(), 1000).n_startup_trials == 10
+    assert NSGA2Searcher.resolve_options(NSGA2Options(), 40).population_size == 8
+    assert NSGA2Searcher.resolve_options(NSGA2Options(population_size=6), 40).population_size == 6
+
+
+def test_bad_options_name_the_key():
+    with pytest.raises(ConfigError, match="search.options.populaton: unknown key .*did you mean 'population'"):
+        parse_searcher_options("evolution", {"populaton": 8})
+    with pytest.raises(ConfigError, match="search.options.mutation_prob: must be in"):
+        parse_searcher_options("evolution", {"mutation_prob": 2.0})
+
+
+def test_evolution_pareto_mode_and_generation_limit(space, target, search_dir):
+    options = {"mode": "pareto", "population": 6, "generations": 3}
+    result, evaluate = _search(space, target, search_dir, "evolution", 100, searcher_options=options)
+    assert result.evaluated == len(set(evaluate.calls)) == 24
+    assert any("generations" in note for note in result.notes)
+
+
+def test_optuna_prunes_infeasible_and_duplicate_suggestions(space, target, search_dir):
+    result, _ = _search(space, target, search_dir, "optuna-tpe", 40)
+    storage = JournalStorage(JournalFileBackend(str(search_dir / "optuna.journal")))
+    study = optuna.load_study(study_name="search", storage=storage)
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert len(complete) == 40 and len(trials) == 40 + len(pruned)
+    assert all(t.constraints["macs"] <= 0 for t in complete)
+    assert {t.user_attrs["record"]["arch_id"] for t in complete} == {r["arch_id"] for r in _results(search_dir)}
+    reasons = [t.user_attrs["reason"] for t in pruned]
+    assert any(r.startswith("macs ") for r in reasons) and any(r.startswith("duplicate of trial") for r in reasons)
+    for t in pruned:
+        assert (t.constraints["macs"] > 0) == t.user_attrs["reason"].startswith("macs ")
+
+
+@pytest.mark.parametrize("name", ["evolution", "optuna-nsga2"])
+def test_rerun_evaluates_nothing_and_more_trials_continue(space, target, search_dir, name):
+    first, _ = _search(space, target, search_dir, name, 12)
+    again, evaluate = _search(space, target, search_dir, name, 12)
+    assert evaluate.calls == [] and again.evaluated == 12 and again.best == first.best
+    more, evaluate = _search(space, target, search_dir, name, 20)
+    assert len(evaluate.calls) == 8 and more.evaluated == 20
+    assert len({r["arch_id"] for r in _results(search_dir)}) == 20
+
+
+def test_resumed_local_search_continues_exactly(space, target, search_dir):
+    options = {"population": 6}
+    _search(space, target, search_dir / "whole", "evolution", 30, searcher_options=options)
+    _search(space, target, search_dir / "split", "evolution", 13, searcher_options=options)
+    lines = (search_dir / "split" / "results.jsonl").read_text()
+    (search_dir / "split" / "results.jsonl").write_text(lines + lines.splitlines()[0][:25])  # a torn line
+    _search(space, target, search_dir / "split", "evolution", 30, searcher_options=options)
+    whole, split = _results(search_dir / "whole"), _results(search_dir / "split")
+    assert [r["arch_id"] for r in whole] == [r["arch_id"] for r in split]
+
+
+def test_resume_with_other_settings_fails(space, target, search_dir):
+    _search(space, target, search_dir, "evolution", 5, seed=0)
+    with pytest.raises(SearchError, match="seed 0 there, 1 now"):
+        _search(space, target, search_dir, "evolution", 5, seed=1)
+    with pytest.raises(SearchError, match="population 4 there, 8 now"):
+        _search(space, target, search_dir, "evolution", 5, searcher_options={"population": 8})
+
+
+def test_unsatisfiable_budget_names_the_cheapest_subnet(space, target, search_dir):
+    with pytest.raises(SearchError, match=r"--max-macs: 0.3M is below the cheapest subnet \(min: 0.335M MACs\)"):
+        run_search(space, StubEvaluator(space, target), searcher="random", constraints=Constraints(max_macs=3e5),
+                   trials=5, out_dir=search_dir, progress=False, tensorboard=False)
+
+
+def test_rejection_cap_stops_with_a_message(search_dir):
+    space = make_space("mobilenetv3")  # too large to list: random search rejection-samples
+    budget = Constraints(max_macs=space.macs(space.min()) * 1.001)
+    with pytest.raises(SearchError, match="20 suggestions in a row were infeasible"):
+        run_search(space, StubEvaluator(space, space.min()), searcher="random", constraints=budget, trials=5,
+                   out_dir=search_dir, progress=False, tensorboard=False, max_rejections=20)
+
+
+def test_storage_needs_an_optuna_searcher(space, target, search_dir):
+    with pytest.raises(ConfigError, match="--storage: only the optuna searchers share a study"):
+        _search(space, target, search_dir, "random", 5, storage=f"sqlite:///{search_dir}/s.db")
