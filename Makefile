@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 FASHION_MNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 CONFIG ?= fashion_mnist_mbv3
 RUN ?= fashion_mnist_mbv3
+# Search budget: halfway between the min and max subnets' MACs; evaluations of the search.
+TRIALS ?= 40
 # Two OpenMP threads per process; torch processes started side by side set their own.
 export OMP_NUM_THREADS ?= 2
 
@@ -38,6 +40,8 @@ run: setup
 	fi
 	$(BIN)/nas eval $(RUN) --arch min --split test
 	$(BIN)/nas eval $(RUN) --arch max --split test
+	$(BIN)/nas search $(RUN) --searcher evolution --max-macs 50% --trials $(TRIALS) --out runs/$(RUN)/search/make-run
+	$(BIN)/nas export $(RUN) --arch runs/$(RUN)/search/make-run/best.yaml
 	$(BIN)/nas export $(RUN) --arch min
 	$(BIN)/nas export $(RUN) --arch max
 

@@ -27,7 +27,7 @@ from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy
 
 __all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet",
-           "load_config", "load_run", "resolve_arch", "space_summary", "train"]
+           "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary", "train"]
 
 
 def build_space(config: RunConfig) -> ArchSpace:
@@ -223,3 +223,97 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
                "step": run.step, "run": str(run.dir.root)}
     record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics, preprocessing)
     return {**record, "dir": str(out_dir)}
+
+
+# -- search ---------------------------------------------------------------------------------
+def _search_id(searcher: str, constraints: Any, seed: int, study: str | None) -> str:
+    """Default search directory name: the study, or searcher + budgets + seed (so re-running
+    the same command continues the same search)."""
+    if study is not None:
+        return study
+    parts = [searcher]
+    for cost, budget in constraints.budgets().items():
+        parts.append(f"{cost}{budget:g}ms" if cost == "latency_ms" else f"{cost}{budget / 1e6:.4g}M")
+    return "-".join(parts + [f"s{seed}"])
+
+
+def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
+    """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet."""
+    from nas.costs import parse_amount
+
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            fraction = float(text[:-1]) / 100
+        except ValueError:
+            fraction = -1.0
+        if not 0 <= fraction <= 1:
+            raise ConfigError(f"{flag}: {text!r}: a percentage must be between 0% (min subnet) and 100% (max subnet)")
+        return low + fraction * (high - low)
+    return parse_amount(text, flag)
+
+
+def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | None = None,
+                  progress: bool = True) -> Path:
+    """Measure every distinct layer configuration of the run's space on `device` (`nas latency-table`)."""
+    from nas.latency import write_latency_table
+
+    supernet = run.supernet.to(memory_format=torch.contiguous_format)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(desc=f"latency {device} b{batch}", unit="layer", file=__import__("sys").stderr)
+
+    def report(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+    try:
+        path, _ = write_latency_table(supernet, run.dir.root / "latency", device, batch, threads=threads,
+                                      seed=run.config.train.seed, progress=report)
+    finally:
+        if bar is not None:
+            bar.close()
+    return path
+
+
+def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | None = None,
+           max_params: str | float | None = None, max_latency_ms: float | None = None, device: str = "cpu", batch: int = 1, trials: int = 50, seed: int = 0,
+           storage: str | None = None, study: str | None = None, out: str | Path | None = None,
+           options: Mapping[str, Any] | None = None, worker: int = 0, progress: bool = True) -> Any:
+    """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
+
+    `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's
+    cost to the max subnet's.
+    Every candidate is scored by BN recalibration + validation top-1 (never the test split).
+    A latency budget uses the run's lookup table for `device`/`batch` (built first if missing)
+    and the winner is measured to report the table's error.
+    """
+    from nas.latency import LatencyTable, table_filename
+    from nas.search_runner import Constraints, run_search
+
+    low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
+    constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
+                              resolve_budget(max_params, low[1], high[1], "--max-params"), max_latency_ms)
+    table = None
+    if max_latency_ms is not None:
+        path = run.dir.root / "latency" / table_filename(device, batch)
+        if not path.is_file():
+            print(f"building the latency table {path} first (nas latency-table {run.dir.name} --device {device} "
+                  f"--batch {batch})", file=__import__("sys").stderr)
+            latency_table(run, device, batch, progress=progress)
+        table = LatencyTable.load(path)
+    out_dir = Path(out) if out is not None else run.dir.search(_search_id(searcher, constraints, seed, study))
+
+    def evaluate_arch(arch: Mapping[str, Any]) -> dict[str, Any]:
+        result = run.evaluator.evaluate(arch, "val")
+        return {"val_top1": result.top1, "val_top5": result.top5}
+
+    return run_search(run.space, evaluate_arch, searcher=searcher, searcher_options=options,
+                      constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
+                      study=study, worker=worker, latency=table,
+                      export=run.supernet.export if table is not None else None, progress=progress)

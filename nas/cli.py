@@ -76,6 +76,45 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _options(items: list[str]) -> dict[str, Any]:
+    from nas import yaml_io
+    from nas.errors import ConfigError
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option {item}: expected KEY=VALUE, e.g. population=20")
+        options[key] = yaml_io.parse_scalar(value, f"--option {key}")
+    return options
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from nas import api
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint)
+    result = api.search(
+        run, args.searcher,
+        max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=args.max_latency_ms, device=args.device, batch=args.batch, trials=args.trials,
+        seed=args.seed, storage=args.storage, study=args.study, out=args.out,
+        options=_options(args.option) or None, progress=not args.quiet)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        print(f"best {result.arch_id}: val top-1 {result.val_top1:.4f}, MACs {format_amount(result.macs)}, "
+              f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new)\n"
+              f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
+    return 0
+
+
+def cmd_latency_table(args: argparse.Namespace) -> int:
+    from nas import api
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint)
+    path = api.latency_table(run, args.device, args.batch, args.threads, progress=not args.quiet)
+    print(path)
+    return 0
+
+
 def _registered() -> str:
     from nas.registry import DISTILL_LOSSES, SAMPLERS, SEARCHERS, SPACES, STRATEGIES
     rows = [("spaces", SPACES), ("strategies", STRATEGIES), ("samplers", SAMPLERS),
@@ -118,6 +157,37 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_args(export)
     export.add_argument("--out", help="output directory (default runs/NAME/export/<arch_id>)")
     export.set_defaults(func=cmd_export)
+
+    search = commands.add_parser("search", help="search a trained supernet for the best subnet under a budget")
+    search.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
+    search.add_argument("--searcher", default="evolution", help="random, evolution, optuna-tpe, optuna-nsga2")
+    search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet)")
+    search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")
+    search.add_argument("--max-latency-ms", type=float, help="latency budget in ms on --device at --batch")
+    search.add_argument("--device", default="cpu", help="latency device: cpu or cuda:N (default cpu)")
+    search.add_argument("--batch", type=int, default=1, help="latency batch size (default 1)")
+    search.add_argument("--trials", type=int, default=50, help="distinct archs to evaluate in total (default 50)")
+    search.add_argument("--seed", type=int, default=0)
+    search.add_argument("--storage", help="Optuna storage URL (sqlite:///f.db, postgresql://..., journal:///f.log)")
+    search.add_argument("--study", help="Optuna study name (also the search directory name)")
+    search.add_argument("--out", help="search directory (default runs/NAME/search/<study or searcher-budget-seed>)")
+    search.add_argument("--option", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="searcher options, e.g. --option population=20 mutation_prob=0.3")
+    search.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
+    search.add_argument("--json", action="store_true", help="print JSON on stdout")
+    search.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_runs_dir(search)
+    search.set_defaults(func=cmd_search)
+
+    table = commands.add_parser("latency-table", help="measure a per-layer latency lookup table on a device")
+    table.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
+    table.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    table.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    table.add_argument("--threads", type=int, help="CPU threads while measuring (default: torch's)")
+    table.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
+    table.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_runs_dir(table)
+    table.set_defaults(func=cmd_latency_table)
     return parser
 
 

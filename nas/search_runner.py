@@ -383,10 +383,10 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
     options = parse_searcher_options(searcher, searcher_options)
     shared = entry.obj.shared
     budgets = _check_arguments(space, searcher, shared, constraints, trials, storage, study, worker, latency)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     costs_of = _Costs(space, latency)
     _check_cheapest(space, budgets, costs_of, latency)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     settings = {"searcher": searcher, "space": space.name, "space_fingerprint": space_fingerprint(space),
                 "budgets": budgets, "latency_table": None if "latency_ms" not in budgets else
                 f"{latency.device.device}-b{latency.device.batch_size}"}
