@@ -72,7 +72,7 @@ def main() -> None:
     torch.manual_seed(0)
     config = load_config(SPACE_CONFIGS[args.space])
     space = build_space(config)
-    channels_last = config.train.channels_last and args.space != "vit"
+    channels_last = config.train.channels_last
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     supernet = space.build_supernet().to(memory_format=fmt).train()
     rng = random.Random(1)

@@ -1,7 +1,8 @@
 """Rebuild an export as a timm model from its `timm.json` (timm users need nothing of nas).
 
 Only this module touches timm's model builders (`_efficientnet_builder` is private, hence the
-pin to the timm 1.0 series).
+pin to the timm 1.0 series). `timm.json` names the model class (`MobileNetV3`,
+`VisionTransformer`) and its constructor arguments.
 """
 from __future__ import annotations
 
@@ -28,7 +29,13 @@ def _mobilenetv3(config: dict) -> nn.Module:
     return MobileNetV3(decode_arch_def(config["arch_def"]), se_layer=se_layer, act_layer=act_layer, **kwargs)
 
 
-BUILDERS = {"MobileNetV3": _mobilenetv3}
+def _vision_transformer(config: dict) -> nn.Module:
+    from timm.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(**config["kwargs"])
+
+
+BUILDERS = {"MobileNetV3": _mobilenetv3, "VisionTransformer": _vision_transformer}
 
 
 def build_timm_model(config: dict | str | Path) -> nn.Module:

@@ -13,9 +13,13 @@ SMALL_OPTIONS = {
     "mobilenetv3": dict(resolutions=(20, 28), depths=((1, 2), (1, 2)), widths=((16,), (16, 24)),
                         kernel_sizes=(3, 5), expand_ratios=(3, 6), strides=(1, 2), se=(False, True),
                         activations=("relu", "hswish"), head_width=32, num_features=64),
+    "vit": dict(embed_dims=(16, 32), depths=(1, 2), num_heads=(1, 2), mlp_ratios=(2.0, 4.0), head_dim=8,
+                patch_size=7),
+    "cell201": dict(channels=4, cells_per_stage=1, image_size=12,
+                    operations=("none", "skip_connect", "avg_pool_3x3", "conv_1x1", "conv_3x3")),
 }
 # (in_chans, num_classes) each space is tested with.
-TEST_DATA_SHAPE = {"mobilenetv3": (1, 10)}
+TEST_DATA_SHAPE = {"mobilenetv3": (1, 10), "vit": (1, 10), "cell201": (1, 10)}
 
 
 def make_space(name: str, small: bool = False, **overrides):

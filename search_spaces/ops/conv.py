@@ -36,13 +36,16 @@ def _fan_out_normal(shape: tuple[int, ...], groups: int = 1) -> torch.Tensor:
 class ElasticConv2d(nn.Module):
     """Dense convolution with elastic in/out channels (prefix) and kernel size (centre crop).
 
-    Padding is `kernel_size // 2`, so every kernel size keeps the same output size.
+    By default padding is `kernel_size // 2` (odd kernels only), so every kernel size keeps
+    the same output size; a fixed `padding` (e.g. 0 for a patch embedding with kernel =
+    stride = patch) allows any kernel size.
     """
 
     def __init__(self, max_in: int, max_out: int, max_kernel: int = 1, stride: int = 1,
-                 bias: bool = False):
+                 bias: bool = False, padding: int | None = None):
         super().__init__()
         self.max_in, self.max_out, self.max_kernel, self.stride = max_in, max_out, max_kernel, stride
+        self.fixed_padding = padding
         self.weight = SharedTensor(_fan_out_normal((max_out, max_in, max_kernel, max_kernel)))
         self.bias = SharedTensor(torch.zeros(max_out)) if bias else None
         self.configure(max_in, max_out, max_kernel)
@@ -51,7 +54,8 @@ class ElasticConv2d(nn.Module):
         """Set the active shape."""
         kernel_size = kernel_size if kernel_size is not None else self.max_kernel
         if not (0 < in_channels <= self.max_in and 0 < out_channels <= self.max_out
-                and 0 < kernel_size <= self.max_kernel and kernel_size % 2 == 1):
+                and 0 < kernel_size <= self.max_kernel
+                and (kernel_size % 2 == 1 or self.fixed_padding is not None)):
             raise ValueError(f"conv shape ({in_channels}, {out_channels}, k{kernel_size}) outside "
                              f"({self.max_in}, {self.max_out}, k{self.max_kernel})")
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
@@ -70,19 +74,28 @@ class ElasticConv2d(nn.Module):
         bias = self.bias.full()
         return bias if self.out_channels == self.max_out else bias[: self.out_channels]
 
+    @property
+    def padding(self) -> int:
+        """Padding of the active convolution."""
+        return self.fixed_padding if self.fixed_padding is not None else self.kernel_size // 2
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(x, self.active_weight(), self.active_bias(), self.stride, self.kernel_size // 2)
+        return F.conv2d(x, self.active_weight(), self.active_bias(), self.stride, self.padding)
+
+    def output_size(self, size: int) -> int:
+        """Spatial output size of the active convolution on an input side of `size`."""
+        return (size + 2 * self.padding - self.kernel_size) // self.stride + 1
 
     def macs(self, in_hw: tuple[int, int]) -> int:
         """MACs of the active convolution on an input of spatial size `in_hw`."""
-        out_hw = tuple(conv_output_size(s, self.kernel_size, self.stride) for s in in_hw)
+        out_hw = tuple(self.output_size(s) for s in in_hw)
         return conv_macs(self.in_channels, self.out_channels, self.kernel_size, out_hw)
 
     @torch.no_grad()
     def to_static(self) -> nn.Conv2d:
         """A plain `nn.Conv2d` holding a copy of the active weights."""
         conv = nn.Conv2d(self.in_channels, self.out_channels, self.kernel_size, self.stride,
-                         self.kernel_size // 2, bias=self.bias is not None)
+                         self.padding, bias=self.bias is not None)
         conv.weight.copy_(self.active_weight())
         if conv.bias is not None:
             conv.bias.copy_(self.active_bias())

@@ -1,0 +1,163 @@
+"""NAS-Bench-201 cell space: dead-edge pruning, distinct-network count, NB201 strings, exports."""
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from nas.errors import ArchError
+from search_spaces.cell201 import EDGES, edge_key, from_nb201_string, live_edges, to_nb201_string
+from tests.conftest import make_space, make_supernet
+
+# node 1 unreachable (edge1<-0 none), node 2 fed only by node 1: only edge3<-0 is live
+DEAD_HEAVY = {"edge1<-0": "none", "edge2<-0": "none", "edge2<-1": "conv_3x3",
+              "edge3<-0": "conv_1x1", "edge3<-1": "conv_3x3", "edge3<-2": "avg_pool_3x3"}
+PRUNED = {**DEAD_HEAVY, "edge2<-1": "none", "edge3<-1": "none", "edge3<-2": "none"}
+# node 1 reachable but leads nowhere (edges out of node 1 are none)
+DEAD_END = {"edge1<-0": "conv_3x3", "edge2<-0": "skip_connect", "edge2<-1": "none",
+            "edge3<-0": "none", "edge3<-1": "none", "edge3<-2": "conv_1x1"}
+
+
+def _outputs(net, arch, x):
+    net.set_active(arch)
+    with torch.no_grad():
+        return net(x)
+
+
+def test_archs_differing_only_on_dead_edges_are_one_network():
+    space = make_space("cell201")
+    net = make_supernet(space)
+    x = torch.randn(4, 1, 28, 28)
+    assert space.canonical(DEAD_HEAVY) == space.canonical(PRUNED) == PRUNED
+    assert torch.equal(_outputs(net, DEAD_HEAVY, x), _outputs(net, PRUNED, x))
+    assert space.macs(DEAD_HEAVY) == space.macs(PRUNED)
+    dead_end_variant = {**DEAD_END, "edge1<-0": "avg_pool_3x3"}
+    assert space.canonical(DEAD_END) == space.canonical(dead_end_variant)
+    assert space.canonical(DEAD_END)["edge1<-0"] == "none"
+    assert torch.equal(_outputs(net, DEAD_END, x), _outputs(net, dead_end_variant, x))
+    # a live edge does change the output
+    live_change = {**PRUNED, "edge3<-0": "conv_3x3"}
+    assert not torch.allclose(_outputs(net, live_change, x), _outputs(net, PRUNED, x))
+
+
+def test_dead_convolutions_are_not_built_in_the_export():
+    space = make_space("cell201")
+    net = make_supernet(space)
+    model = net.export(DEAD_HEAVY)
+    cells = [m for m in model.cells if hasattr(m, "edges")]
+    assert len(cells) == 3 * space.options.cells_per_stage
+    for cell in cells:
+        assert list(cell.edges) == ["3<-0"]
+        assert sum(isinstance(m, nn.Conv2d) for m in cell.modules()) == 1
+    x = torch.randn(4, 1, 28, 28)
+    assert (model(x) - _outputs(net, DEAD_HEAVY, x)).abs().max().item() <= 1e-5
+
+
+def test_unpruned_dead_convolution_would_change_the_output():
+    """Why pruning matters: a conv fed by an all-zero node outputs its BN shift in eval mode."""
+    space = make_space("cell201")
+    net = make_supernet(space)
+    conv = net.cells[0].convs["3<-1"]["conv_3x3"]
+    zeros = torch.zeros(2, space.options.channels, 28, 28)
+    with torch.no_grad():
+        assert conv(zeros).abs().max().item() > 1e-3
+
+
+def test_all_none_cells_output_zeros_and_export_exactly():
+    space = make_space("cell201")
+    net = make_supernet(space)
+    arch = space.min()
+    assert set(arch.values()) == {"none"}
+    model = net.export(arch)
+    x = torch.randn(3, 1, 28, 28)
+    with torch.no_grad():
+        assert torch.equal(model.cells[0](model.stem(x)), torch.zeros(3, 8, 28, 28))
+        assert torch.allclose(model(x), _outputs(net, arch, x), atol=1e-5)
+        assert torch.allclose(model(x), model(torch.randn(3, 1, 28, 28)), atol=1e-6)   # input ignored
+
+
+def _closed_edge_sets() -> list[tuple[tuple[int, int], ...]]:
+    """Edge sets S whose every edge is live when exactly S is non-`none`."""
+    closed = []
+    for r in range(len(EDGES) + 1):
+        for subset in itertools.combinations(EDGES, r):
+            arch = {edge_key(*e): ("conv_3x3" if e in subset else "none") for e in EDGES}
+            if {(to, source) for to, source, _ in live_edges(arch)} == set(subset):
+                closed.append(subset)
+    return closed
+
+
+def test_size_counts_distinct_canonical_networks():
+    space = make_space("cell201")
+    assert space.raw_size() == 5 ** 6 == 15_625
+    choices = space.choices()
+    distinct = {tuple(space.canonical(dict(zip(choices, values))).values())
+                for values in itertools.product(*choices.values())}
+    # independently: each closed set of live edges with 4 non-none operations per edge
+    assert space.size() == len(distinct) == sum(4 ** len(s) for s in _closed_edge_sets()) == 9445
+
+
+def test_restricted_space_keeps_its_archs_valid_and_counts_them():
+    space = make_space("cell201").restrict("edge2<-1", ["conv_1x1", "conv_3x3"])
+    rng = random.Random(0)
+    for _ in range(50):
+        space.validate(space.sample(rng))   # dead edge2<-1 canonicalises to conv_1x1, not none
+    choices = space.choices()
+    distinct = {tuple(space.canonical(dict(zip(choices, values))).values())
+                for values in itertools.product(*choices.values())}
+    assert space.size() == len(distinct) < make_space("cell201").size()
+
+
+def test_nb201_string_exact_and_round_trip():
+    arch = {"edge1<-0": "conv_3x3", "edge2<-0": "none", "edge2<-1": "skip_connect",
+            "edge3<-0": "avg_pool_3x3", "edge3<-1": "conv_1x1", "edge3<-2": "none"}
+    text = "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|avg_pool_3x3~0|nor_conv_1x1~1|none~2|"
+    assert to_nb201_string(arch) == text
+    assert from_nb201_string(text) == arch
+    space = make_space("cell201")
+    rng = random.Random(5)
+    for _ in range(20):
+        raw = {key: rng.choice(values) for key, values in space.choices().items()}
+        assert from_nb201_string(to_nb201_string(raw)) == raw
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("|nor_conv_3x3~0|+|none~0|skip_connect~1|", "expected 3 nodes"),
+    ("|nor_conv_3x3~0|+|none~0|+|none~0|none~1|none~2|", "node 2 must read"),
+    ("|nor_conv_3x3~0|+|none~0|skip_connect~0|+|none~0|none~1|none~2|", "must end with ~1"),
+    ("|conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|", "did you mean 'nor_conv_3x3'"),
+])
+def test_malformed_nb201_strings_say_what_is_wrong(text, problem):
+    with pytest.raises(ArchError, match=problem):
+        from_nb201_string(text)
+
+
+def test_layers_run_their_modules_with_the_counted_macs():
+    space = make_space("cell201")
+    net = make_supernet(space)
+    for arch in (space.min(), space.max(), DEAD_HEAVY, space.sample(random.Random(2))):
+        model = net.export(arch)
+        layers = space.layers(arch)
+        assert sum(layer.macs for layer in layers) == space.macs(arch)
+        for layer in layers:
+            x = torch.randn(2, *layer.in_shape)
+            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                for path in layer.modules:
+                    x = model.get_submodule(path)(x)
+            assert counter.get_total_flops() == 2 * 2 * layer.macs, layer.key   # batch 2
+        assert x.shape == (2, space.num_classes)
+    edge_layers = [layer for layer in space.layers(DEAD_HEAVY) if layer.key.startswith("edge:")]
+    assert [layer.modules for layer in edge_layers] == [("cells.0.edges.3<-0",), ("cells.2.edges.3<-0",),
+                                                        ("cells.4.edges.3<-0",)]
+
+
+def test_layer_keys_are_few_per_operation_and_stage():
+    """Cells are listed edge by edge, so a latency table covers the space with a few entries."""
+    space = make_space("cell201")
+    keys = {layer.key for arch in space.enumerate() for layer in space.layers(arch)}
+    # 4 edge operations x 3 stages, the stem, 2 reduction blocks and the head
+    assert len(keys) == 4 * 3 + 1 + 2 + 1
