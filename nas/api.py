@@ -18,7 +18,7 @@ from nas.checkpoint import LAST, load_checkpoint
 from nas.config import RunConfig, build_config, load_config, parse_overrides
 from nas.costs import format_amount
 from nas.data import ImageSplits, dataset_info, load_dataset
-from nas.distributed import DistEnv, detect, init_process_group
+from nas.distributed import barrier, detect, init_process_group
 from nas.errors import CheckpointError, ConfigError, RunError
 from nas.evaluator import Evaluator
 from nas.registry import SPACES, STRATEGIES, load_plugins
@@ -113,6 +113,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
             raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
     elif run.root.exists() and any(run.root.iterdir()):
         raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose another --name")
+    barrier()     # every rank has checked before rank 0 creates anything
     if env.is_main:
         run.root.mkdir(parents=True, exist_ok=True)
         if not resume:
@@ -127,10 +128,12 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
         return Evaluator(strategy.subnet_for, supernet.space.canonical, splits, config.eval,
                          config.train.seed, step, config.train.channels_last)
 
+    barrier()
     trainer = Trainer(config, strategy, splits, run, env, progress, make_evaluator)
     if resume and (run.checkpoints / LAST).is_file():
         trainer.resume()
     trainer.fit()
+    barrier()
     return run
 
 
@@ -282,13 +285,16 @@ def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | 
 
 
 def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | None = None,
-           max_params: str | float | None = None, max_latency_ms: float | None = None, device: str = "cpu", batch: int = 1, trials: int = 50, seed: int = 0,
-           storage: str | None = None, study: str | None = None, out: str | Path | None = None,
-           options: Mapping[str, Any] | None = None, worker: int = 0, progress: bool = True) -> Any:
+           max_params: str | float | None = None, max_latency_ms: float | None = None, device: str = "cpu",
+           batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
+           out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
+           workers: int = 1, progress: bool = True) -> Any:
     """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
 
     `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's
-    cost to the max subnet's.
+    cost to the max subnet's. `workers > 1` starts that many local processes (one thread each)
+    on one Optuna storage (a journal file in the search directory unless `storage` is given),
+    then collects the shared study's result.
     Every candidate is scored by BN recalibration + validation top-1 (never the test split).
     A latency budget uses the run's lookup table for `device`/`batch` (built first if missing)
     and the winner is measured to report the table's error.
@@ -308,6 +314,10 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
             latency_table(run, device, batch, progress=progress)
         table = LatencyTable.load(path)
     out_dir = Path(out) if out is not None else run.dir.search(_search_id(searcher, constraints, seed, study))
+    if workers > 1:
+        storage, study = _run_workers(run, searcher, workers, out_dir, storage, study, trials, seed, options,
+                                      {"--max-macs": max_macs, "--max-params": max_params,
+                                       "--max-latency-ms": max_latency_ms, "--device": device, "--batch": batch})
 
     def evaluate_arch(arch: Mapping[str, Any]) -> dict[str, Any]:
         result = run.evaluator.evaluate(arch, "val")
@@ -317,3 +327,42 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
                       constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
                       study=study, worker=worker, latency=table,
                       export=run.supernet.export if table is not None else None, progress=progress)
+
+
+def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: str | None, study: str | None,
+                 trials: int, seed: int, options: Mapping[str, Any] | None,
+                 flags: Mapping[str, Any]) -> tuple[str, str]:
+    """Start `workers` `nas search` processes on one Optuna storage and wait for them all."""
+    import os
+    import subprocess
+    import sys
+
+    from nas.errors import SearchError
+    from nas.registry import SEARCHERS
+
+    if not getattr(SEARCHERS.get(searcher).obj, "shared", False):
+        raise ConfigError(f"--workers: searcher '{searcher}' keeps its state in one process; use optuna-tpe or "
+                          f"optuna-nsga2 to share a study between workers")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    storage = storage if storage is not None else f"journal:///{(out_dir / 'optuna.journal').resolve()}"
+    study = study if study is not None else out_dir.name
+    command = [sys.executable, "-m", "nas", "search", str(run.dir.root.resolve()), "--searcher", searcher,
+               "--trials", str(trials), "--seed", str(seed), "--storage", storage, "--study", study,
+               "--out", str(out_dir), "--checkpoint", run.checkpoint.name, "--quiet"]
+    for flag, value in flags.items():
+        if value is not None:
+            command += [flag, str(value)]
+    for key, value in (options or {}).items():
+        command += ["--option", f"{key}={value}"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")   # N torch processes on shared cores: one thread each
+    procs = [subprocess.Popen(command + ["--worker", str(k)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for k in range(workers)]
+    errors = []
+    for k, proc in enumerate(procs):
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            last = (err.strip().splitlines() or ["(no output)"])[-1]
+            errors.append(f"worker {k} exited with {proc.returncode}: {last}")
+    if errors:
+        raise SearchError("--workers: " + "; ".join(errors))
+    return storage, study

@@ -72,6 +72,8 @@ def _all_reduce(moments: Iterable[_Moments]) -> None:
     if not (dist.is_available() and dist.is_initialized()):
         return
     for m in moments:
+        if m.sum is None:      # a layer the active subnet skips: skipped on every rank alike
+            continue
         packed = torch.cat([m.sum, m.sum_sq, torch.tensor([float(m.count)], dtype=torch.float64)])
         dist.all_reduce(packed)
         n = m.sum.numel()

@@ -95,7 +95,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         run, args.searcher,
         max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=args.max_latency_ms, device=args.device, batch=args.batch, trials=args.trials,
         seed=args.seed, storage=args.storage, study=args.study, out=args.out,
-        options=_options(args.option) or None, progress=not args.quiet)
+        options=_options(args.option) or None, worker=args.worker, workers=args.workers,
+        progress=not args.quiet)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.json:
@@ -170,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--seed", type=int, default=0)
     search.add_argument("--storage", help="Optuna storage URL (sqlite:///f.db, postgresql://..., journal:///f.log)")
     search.add_argument("--study", help="Optuna study name (also the search directory name)")
+    search.add_argument("--workers", type=int, default=1,
+                        help="start N local worker processes on one Optuna storage (1 thread each)")
+    search.add_argument("--worker", type=int, default=0,
+                        help="index of this process among the workers of a shared study (seed = --seed + index)")
     search.add_argument("--out", help="search directory (default runs/NAME/search/<study or searcher-budget-seed>)")
     search.add_argument("--option", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="searcher options, e.g. --option population=20 mutation_prob=0.3")

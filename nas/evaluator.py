@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from nas.arch import arch_id
@@ -71,6 +72,9 @@ class Evaluator:
         if self._calibration is None:
             batches = calibration_batches(self.splits, self.settings.bn_recal_batches,
                                           self.settings.bn_recal_batch_size, self.seed)
+            if dist.is_available() and dist.is_initialized() and len(batches) >= dist.get_world_size():
+                # each rank takes its share; recalibrate_bn all-reduces the sums and counts
+                batches = batches[dist.get_rank()::dist.get_world_size()]
             self._calibration = [x.contiguous(memory_format=self.memory_format) for x, _ in batches]
         return self._calibration
 

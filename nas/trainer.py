@@ -167,8 +167,22 @@ class Trainer:
             for s, h in previous.items():
                 signal.signal(s, h)
 
+    def _agree_on_stop(self) -> None:
+        """Under DDP a signal seen by any rank stops every rank after the same step."""
+        if not self.env.enabled:
+            return
+        flag = torch.tensor([float(self._stop_signal or 0)], device=self.device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        if flag.item():
+            self._stop_signal = int(flag.item())
+
     def _check_finite(self, logs: dict[str, float]) -> None:
         bad = {k: v for k, v in logs.items() if k.startswith("loss/") and not math.isfinite(v)}
+        if self.env.enabled:    # every rank must stop at the same step, or the others hang
+            flag = torch.tensor([float(bool(bad))], device=self.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            if flag.item() and not bad:
+                bad = {"loss/another_rank": float("nan")}
         if bad:
             raise TrainingDiverged(
                 f"non-finite loss at step {self.state.step} ({', '.join(f'{k}={v}' for k, v in bad.items())}); "
@@ -224,6 +238,7 @@ class Trainer:
                     self.end_of_epoch(epoch, logger)
                 due = (self.state.step - last_save >= self.train_cfg.checkpoint.every_steps
                        or time.monotonic() - last_save_time >= self.train_cfg.checkpoint.every_seconds)
+                self._agree_on_stop()
                 if due or at_epoch_end or self._stop_signal is not None:
                     self.save()
                     last_save, last_save_time = self.state.step, time.monotonic()

@@ -92,3 +92,24 @@ def test_sigterm_saves_a_checkpoint_and_exits_0_with_resume_hint(tmp_path):
     assert "SIGTERM: stopped at step" in err and "--resume" in err
     step = int(err.split("stopped at step ")[1].split(",")[0])
     assert load_checkpoint(checkpoint)["step"] == step > 0
+
+
+def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
+    import json
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    argv = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe", "--trials", "6",
+            "--workers", "2", "--storage", storage, "--study", "shared", "--out", str(tmp_path / "s"), "--json",
+            "--quiet"]
+    assert cli.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    lines = [json.loads(line) for line in (tmp_path / "s" / "results.jsonl").read_text().splitlines()]
+    assert result["evaluated"] == 6 == len(lines)
+    assert len({line["arch_id"] for line in lines}) == 6 and len({line["trial"] for line in lines}) == 6
+    import optuna
+    study = optuna.load_study(study_name="shared", storage=storage)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 6
+    assert {t.user_attrs["nas"]["worker"] for t in complete} == {0, 1}
+    _one_line_error(capsys, ["search", "tiny", "--runs-dir", str(trained), "--searcher", "evolution",
+                             "--workers", "2", "--trials", "4"], "--workers: searcher 'evolution'")
