@@ -1,0 +1,123 @@
+"""Search quality and cost on a trained run.
+
+1. Searchers side by side: random, evolution and optuna-tpe, each with the same number of
+   evaluations, at the budget halfway between the min and max subnets' MACs, over several
+   seeds; reports the best feasible VALIDATION top-1 of each (median over seeds).
+2. Evaluation rate: candidates per minute, cold (BN recalibration + validation pass on the
+   supernet) and cached (the evaluator's cache), and the ratio of the cold supernet cost to
+   the same work (recalibration + validation forward passes) on the exported static subnets.
+3. Latency lookup table (CPU, batch 1): mean absolute percentage error of its predictions
+   against measurements of random subnets.
+
+    python benchmarks/search_quality.py RUN [--runs-dir runs] [--seeds 5] [--trials 60] [--table-archs 30]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nas import api  # noqa: E402
+from nas.bn import recalibrate_bn  # noqa: E402
+from nas.evaluator import accuracy  # noqa: E402
+from nas.latency import LatencyTable, measure, table_filename  # noqa: E402
+from nas.rng import python_rng  # noqa: E402
+
+SEARCHERS = ("random", "evolution", "optuna-tpe")
+
+
+def compare_searchers(run, seeds: int, trials: int, out: Path) -> dict:
+    results = {name: [] for name in SEARCHERS}
+    for seed in range(seeds):
+        for name in SEARCHERS:
+            found = api.search(run, name, max_macs="50%", trials=trials, seed=seed,
+                               out=out / f"{name}-s{seed}", progress=False)
+            results[name].append(found.val_top1)
+            print(f"seed {seed} {name:11s} best val top-1 {found.val_top1:.4f} ({found.arch_id}, "
+                  f"{found.macs / 1e6:.2f} MMACs)", flush=True)
+    return {name: {"per_seed": values, "median": statistics.median(values)} for name, values in results.items()}
+
+
+def evaluation_rate(run, count: int = 10) -> dict:
+    rng = python_rng(123, "bench-eval-rate")
+    archs = [run.space.sample(rng) for _ in range(count)]
+    evaluator = run.evaluator
+    start = time.perf_counter()
+    for arch in archs:
+        evaluator.evaluate(arch, "val")
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    for arch in archs:
+        evaluator.evaluate(arch, "val")
+    cached = time.perf_counter() - start
+    fmt = torch.channels_last if run.config.train.channels_last else torch.contiguous_format
+    calibration = evaluator.calibration_inputs()
+    start = time.perf_counter()
+    for arch in archs:
+        static = run.supernet.export(arch).to(memory_format=fmt)
+        size = run.space.input_size(arch)
+        resize = lambda x: torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear",  # noqa: E731
+                                                           align_corners=False)
+        recalibrate_bn(static, [resize(x).contiguous(memory_format=fmt) for x in calibration])
+        accuracy(static.eval(), evaluator.batches("val"), prepare=lambda x: resize(x).contiguous(memory_format=fmt))
+    static_seconds = time.perf_counter() - start
+    return {"archs": count, "val_images": len(run.splits.val_labels),
+            "cold_per_min": 60 * count / cold, "cached_per_min": 60 * count / max(cached, 1e-9),
+            "static_per_min": 60 * count / static_seconds, "ratio_cold_to_static": cold / static_seconds}
+
+
+def table_error(run, count: int, threads: int) -> dict:
+    path = run.dir.root / "latency" / table_filename("cpu", 1)
+    if not path.is_file():
+        api.latency_table(run, "cpu", 1, threads=threads, progress=False)
+    table = LatencyTable.load(path)
+    rng = random.Random(7)
+    errors = []
+    for _ in range(count):
+        arch = run.space.sample(rng)
+        size = run.space.input_size(arch)
+        measured = measure(run.supernet.export(arch), "cpu", 1, (run.space.in_chans, size, size),
+                           threads=threads).median_ms
+        predicted = table.predict(run.space, arch)
+        errors.append(abs(predicted - measured) / measured)
+    return {"archs": count, "mape_pct": 100 * statistics.mean(errors), "median_ape_pct": 100 * statistics.median(errors),
+            "threads": threads, "entries": len(table.entries), "constant_ms": table.constant_ms}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run")
+    parser.add_argument("--runs-dir", default="runs")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--table-archs", type=int, default=30)
+    parser.add_argument("--table-threads", type=int, default=1)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["searchers", "rate", "latency"])
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    run = api.load_run(args.run, args.runs_dir)
+    out = run.dir.root / "search" / "bench"
+    report = {"run": str(run.dir.root), "date": time.strftime("%Y-%m-%d"), "trials": args.trials}
+    if "rate" not in args.skip:
+        report["evaluation_rate"] = evaluation_rate(run)
+        print(json.dumps(report["evaluation_rate"]), flush=True)
+    if "latency" not in args.skip:
+        report["latency_table"] = table_error(run, args.table_archs, args.table_threads)
+        print(json.dumps(report["latency_table"]), flush=True)
+    if "searchers" not in args.skip:
+        report["searchers"] = compare_searchers(run, args.seeds, args.trials, out)
+        for name, data in report["searchers"].items():
+            print(f"{name:11s} median best val top-1 over {args.seeds} seeds: {data['median']:.4f}")
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
