@@ -23,6 +23,7 @@ from nas.arch import Arch
 from nas.errors import ConfigError
 from nas.registry import SAMPLERS
 from nas.rng import python_rng
+from search_spaces.base import ArchSpace
 from supernets.attentive_table import ArchTable, TableSettings, load_or_build
 from supernets.samplers import SandwichSampler, ScoreFn
 
@@ -60,12 +61,13 @@ class AttentiveSampler(SandwichSampler):
 
     trains_max = True
 
-    def __init__(self, space, options: AttentiveOptions, seed: int):
+    def __init__(self, space: ArchSpace, options: AttentiveOptions, seed: int):
         super().__init__(space, options, seed)
         self._table: ArchTable | None = None
 
     @property
     def table(self) -> ArchTable:
+        """The arch table, loaded from `cache_dir` or built on first use."""
         if self._table is None:
             o = self.options
             settings = TableSettings(o.bins, o.table_size, o.table_fill, o.table_tries)

@@ -109,10 +109,12 @@ class ArchTable:
                                      for key, values in self.space.choices().items()})
 
     def bin_of(self, arch: Arch) -> int:
+        """The MACs bin of `arch`."""
         return self.bins.index(self.space.macs(arch))
 
 
 def macs_bins(space: ArchSpace, count: int) -> MacsBins:
+    """`count` equal-width bins over the space's MACs range."""
     return MacsBins(space.macs(space.min()), space.macs(space.max()), count)
 
 
