@@ -17,11 +17,15 @@ split, each subnet is evaluated after BN recalibration (the config's `eval` sett
 
 Runs go to `<runs-dir>/<variant>-seed<S>-ep<E>-n<N>`; an existing run is resumed (a finished
 one is only evaluated) and its results are cached in `<run>/distill_ablation.json` (reused
-while the checkpoint step, the arch count and the eval settings are unchanged). Prints a table per run, the mean and sample standard deviation over
-seeds per variant, then one JSON line.
+while the checkpoint step, the arch count and the eval settings are unchanged). Prints a
+table per run, the mean and sample standard deviation over seeds per variant, then one JSON
+line.
 
     python benchmarks/distill_ablation.py [--variants none kl alpha alpha_attentive]
-        [--seeds 0] [--epochs 4] [--train-size N] [--runs-dir runs/distill_ablation]
+        [--seeds 0] [--epochs 4] [--train-size N] [--threads T] [--runs-dir runs/distill_ablation]
+
+On a loaded 2-core machine, 1 thread per process was several times faster than 2 (OpenMP
+threads then wait on each other); try `--threads 1` (or OMP_NUM_THREADS=1) there.
 """
 from __future__ import annotations
 
@@ -33,6 +37,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
 
 from nas import api, yaml_io  # noqa: E402
 from nas.checkpoint import LAST, load_checkpoint  # noqa: E402
@@ -52,10 +58,10 @@ VARIANTS = {
 }
 
 
-def variant_config(variant: str, seed: int, epochs: int, train_size: int | None):
+def variant_config(variant: str, seed: int, epochs: int, train_size: int | None, threads: int | None = None):
     raw = yaml_io.load_mapping(resolve_config_path(BASE_CONFIG))
     raw["strategy"] = copy.deepcopy(VARIANTS[variant])
-    raw["train"].update(seed=seed, epochs=epochs, steps=None)
+    raw["train"].update(seed=seed, epochs=epochs, steps=None, threads=threads)
     raw["data"]["train_size"] = train_size
     return load_config(raw)
 
@@ -114,7 +120,7 @@ def cached_evaluation(run_dir: Path, archs_count: int) -> dict:
 
 
 def train_and_evaluate(variant: str, seed: int, args: argparse.Namespace) -> dict:
-    config = variant_config(variant, seed, args.epochs, args.train_size)
+    config = variant_config(variant, seed, args.epochs, args.train_size, args.threads)
     name = f"{variant}-seed{seed}-ep{args.epochs}-n{args.train_size or 'all'}"
     run_dir = Path(args.runs_dir) / name
     if not finished(run_dir):
@@ -156,8 +162,12 @@ def main() -> None:
     parser.add_argument("--train-size", type=int, default=None, help="training images (default: all)")
     parser.add_argument("--archs", type=int, default=50, help="fixed random archs for the front")
     parser.add_argument("--runs-dir", default="runs/distill_ablation")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads for training and evaluation (default: torch's, i.e. OMP_NUM_THREADS)")
     parser.add_argument("--progress", action="store_true", help="show training progress bars")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     rows = [train_and_evaluate(variant, seed, args) for seed in args.seeds for variant in args.variants]
     summary = print_table(rows)
     print(json.dumps({"benchmark": "distill_ablation", "base_config": BASE_CONFIG, "epochs": args.epochs,
