@@ -123,6 +123,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     splits = load_splits(config)
     supernet = build_supernet(config)
     strategy = build_strategy(config, supernet)
+    strategy.set_cache_dir(run.root)
 
     def make_evaluator(step: int) -> Evaluator:
         return Evaluator(strategy.subnet_for, supernet.space.canonical, splits, config.eval,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -55,6 +56,11 @@ class Strategy:
     def monitored_archs(self) -> dict[str, Arch]:
         """Archs whose validation accuracy is logged at each epoch end (e.g. min, mid, max)."""
         raise NotImplementedError
+
+    def set_cache_dir(self, path: Path | None) -> None:
+        """Let the strategy cache tables that are pure functions of the config in `path` (the
+        run directory in training); by default nothing is cached."""
+        del path
 
     def state_dict(self) -> dict:
         """Strategy state beyond the model weights (tensors, lists and primitives only)."""

@@ -8,6 +8,7 @@ output becomes the soft target of every other subnet of the step; without a teac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -50,6 +51,9 @@ class OneShotStrategy(Strategy):
     def activate(self, arch: Mapping[str, Any]) -> Arch:
         return self.supernet.set_active(arch)
 
+    def set_cache_dir(self, path: Path | None) -> None:
+        self.sampler.cache_dir = path
+
     def subnet_for(self, arch: Mapping[str, Any]) -> Supernet:
         self.activate(arch)
         return self.supernet
@@ -82,9 +86,15 @@ class OneShotStrategy(Strategy):
         return logs
 
     def scorer(self, images: torch.Tensor, labels: torch.Tensor, io: StepIO):
-        """Loss of candidate archs on this batch, leaving weights and every buffer untouched."""
+        """Loss of candidate archs on this batch, leaving weights and every buffer untouched.
+
+        Under DDP the losses are all-reduced (a collective), so every rank must call the
+        returned function equally often, with the same number of candidates.
+        """
 
         def score(candidates: Sequence[Arch]) -> list[float]:
+            if not candidates:
+                return []
             buffers = {name: b.clone() for name, b in self.supernet.named_buffers()}
             losses = []
             try:

@@ -6,6 +6,7 @@ draw the same ones without communicating.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 from nas.arch import Arch
@@ -31,6 +32,7 @@ class Sampler:
     """Picks the subnets of each training step."""
 
     trains_max = False   # whether every step trains the max subnet first (the KD teacher)
+    cache_dir: Path | None = None   # where tables derived from the config may be cached (the run dir)
 
     def __init__(self, space: ArchSpace, options: object, seed: int):
         self.space, self.options, self.seed = space, options, seed
