@@ -43,7 +43,8 @@ class OneShotStrategy(Strategy):
         self.distill = DISTILL_LOSSES.get(distill.name).obj(distill.options)
         if self.distill.uses_teacher and not getattr(self.sampler, "trains_max", False):
             raise ConfigError(f"strategy.distill.name: '{distill.name}' distils from the max subnet, which "
-                              f"sampler '{sampler.name}' does not train; use distill: none or sampler: sandwich")
+                              f"sampler '{sampler.name}' does not train; use distill: none or a sampler that "
+                              f"trains it (sandwich, attentive)")
         space = supernet.space
         self._monitored = {"min": space.min(), "mid": space.sample(python_rng(seed, "monitored-mid")),
                            "max": space.max()}
