@@ -17,7 +17,7 @@ from nas.arch import Arch, arch_id, read_arch_file
 from nas.checkpoint import LAST, load_checkpoint
 from nas.config import RunConfig, build_config, load_config, parse_overrides
 from nas.costs import format_amount
-from nas.data import ImageSplits, dataset_info, load_dataset
+from nas.datasets import ImageSplits, dataset_info, load_dataset
 from nas.distributed import barrier, detect, init_process_group
 from nas.errors import CheckpointError, ConfigError, RunError
 from nas.evaluator import Evaluator

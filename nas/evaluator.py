@@ -16,7 +16,8 @@ from torch import nn
 from nas.arch import arch_id
 from nas.bn import recalibrate_bn
 from nas.config import EvalConfig
-from nas.data import ImageSplits, calibration_batches, eval_batches
+from nas.data import calibration_batches, eval_batches
+from nas.datasets import ImageSplits
 from nas.errors import NasError
 
 SPLITS = ("val", "test")

@@ -23,7 +23,8 @@ from torch import nn
 
 from nas.checkpoint import BEST, LAST, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from nas.config import RunConfig, TrainConfig
-from nas.data import Augment, ImageSplits, steps_per_epoch, train_batches
+from nas.data import Augment, steps_per_epoch, train_batches
+from nas.datasets import ImageSplits
 from nas.distributed import DistEnv, all_reduce_mean
 from nas.errors import CheckpointError, TrainingDiverged
 from nas.evaluator import Evaluator

@@ -11,8 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nas import data
-from nas.data import Augment, DataError, ImageSplits
+from nas import data, datasets
+from nas.data import Augment
+from nas.datasets import DataError, ImageSplits
 
 FM_DIR = data.FASHION_MNIST_DIR
 needs_fm = pytest.mark.skipif(not os.path.isdir(FM_DIR), reason="dataset-fashion-mnist not installed")
@@ -121,7 +122,7 @@ def test_mean_std_are_the_training_statistics(raw_train):
     values = np.arange(256) / 255
     mean = (counts * values).sum() / counts.sum()
     std = np.sqrt((counts * (values - mean) ** 2).sum() / counts.sum())
-    assert data.FASHION_MNIST_MEAN == (round(mean, 4),) and data.FASHION_MNIST_STD == (round(std, 4),)
+    assert datasets.FASHION_MNIST_MEAN == (round(mean, 4),) and datasets.FASHION_MNIST_STD == (round(std, 4),)
 
 
 @needs_fm
@@ -277,7 +278,7 @@ def test_image_folder_loads(tmp_path):
     for image, label in zip(splits.test_images, splits.test_labels.tolist()):
         solid = torch.tensor(colours[label], dtype=torch.uint8).view(3, 1, 1).expand(3, 8, 8)
         assert torch.equal(image, solid)
-    assert splits.mean == data.IMAGENET_MEAN
+    assert splits.mean == datasets.IMAGENET_MEAN
     all_train = torch.cat([splits.train_images, splits.val_images])
     assert (all_train == 128).all(dim=(1, 2, 3)).sum() == 1  # grey image converted to RGB
 

@@ -15,7 +15,7 @@ def _rank(rank: int, port: int, cache_dir: str, results) -> None:
 
     from nas import api
     from nas.config import load_config
-    from nas.data import load_dataset
+    from nas.datasets import load_dataset
     from nas.distributed import DistEnv
     from nas.run_dir import RunDir
     from nas.trainer import Trainer
