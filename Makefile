@@ -48,8 +48,10 @@ run: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# The quick benchmarks (minutes); BENCHMARKS.md lists the long ones with their commands.
 bench: setup
-	$(BIN)/python benchmarks/elastic_overhead.py
+	for space in mobilenetv3 vit cell201; do $(BIN)/python benchmarks/elastic_overhead.py --space $$space; done
+	$(BIN)/python benchmarks/ddp_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

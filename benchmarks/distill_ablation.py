@@ -2,7 +2,7 @@
 `alpha`, and `alpha` + `sampler: attentive`, same seed, data and epochs.
 
 Each variant changes only the `strategy` section of `fashion_mnist_mbv3` (sandwich rule with
-2 random subnets, or attentive BestUp-3 with 2 attentive slots). After training, on the TEST
+the base config's number of random subnets, or attentive BestUp-3 in those slots). After training, on the TEST
 split, each subnet is evaluated after BN recalibration (the config's `eval` settings):
   - top-1 of min, mid (the strategy's monitored mid arch) and max;
   - top-1 of 50 fixed random archs (drawn from a fixed seed, the same for every variant and
@@ -47,20 +47,22 @@ from nas.rng import python_rng  # noqa: E402
 
 BASE_CONFIG = "fashion_mnist_mbv3"
 ARCH_SEED = 2024
-SANDWICH = {"name": "sandwich", "num_random": 2}
+SANDWICH = {"name": "sandwich"}   # num_random: the base config's
 ALPHA = {"name": "alpha", "alpha_min": -1.0, "alpha_max": 1.0, "beta": 5.0}
 VARIANTS = {
     "none": {"sampler": SANDWICH, "distill": {"name": "none"}},
     "kl": {"sampler": SANDWICH, "distill": {"name": "kl"}},
     "alpha": {"sampler": SANDWICH, "distill": ALPHA},
-    "alpha_attentive": {"sampler": {"name": "attentive", "num_random": 2, "mode": "best", "k": 3, "bins": 16},
+    "alpha_attentive": {"sampler": {"name": "attentive", "mode": "best", "k": 3, "bins": 16},
                         "distill": ALPHA},
 }
 
 
 def variant_config(variant: str, seed: int, epochs: int, train_size: int | None, threads: int | None = None):
     raw = yaml_io.load_mapping(resolve_config_path(BASE_CONFIG))
+    num_random = load_config(BASE_CONFIG).strategy.sampler.options.num_random   # as the base config trains
     raw["strategy"] = copy.deepcopy(VARIANTS[variant])
+    raw["strategy"]["sampler"]["num_random"] = num_random
     raw["train"].update(seed=seed, epochs=epochs, steps=None, threads=threads)
     raw["data"]["train_size"] = train_size
     return load_config(raw)
