@@ -10,6 +10,10 @@
    them like the subnets and reports their test top-1.
 
     python benchmarks/train_quality.py [--config fashion_mnist_mbv3] [--set k=v ...] [--runs-dir /tmp/bench]
+        [--reuse-run] [--roles min mid max] [--skip-standalone] [--threads 2]
+
+`--reuse-run` evaluates an already trained `<runs-dir>/<name>` (its own config) instead of
+training it again; `--roles` picks which subnets get the standalone comparison.
 """
 from __future__ import annotations
 
@@ -78,14 +82,20 @@ def main() -> None:
     parser.add_argument("--name", default="train_quality")
     parser.add_argument("--skip-standalone", action="store_true")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--reuse-run", action="store_true", help="evaluate <runs-dir>/<name> without training")
+    parser.add_argument("--roles", nargs="+", default=["min", "mid", "max"], choices=["min", "mid", "max"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    config = load_config(args.config, args.set)
-    shutil.rmtree(Path(args.runs_dir) / args.name, ignore_errors=True)
-    started = time.perf_counter()
-    api.train(config, name=args.name, runs_dir=args.runs_dir)
-    wall = time.perf_counter() - started
-    run = api.load_run(args.name, args.runs_dir)
+    if args.reuse_run:
+        run = api.load_run(args.name, args.runs_dir)
+        config, wall = run.config, float("nan")
+    else:
+        config = load_config(args.config, args.set)
+        shutil.rmtree(Path(args.runs_dir) / args.name, ignore_errors=True)
+        started = time.perf_counter()
+        api.train(config, name=args.name, runs_dir=args.runs_dir)
+        wall = time.perf_counter() - started
+        run = api.load_run(args.name, args.runs_dir)
     history = [json.loads(line) for line in run.dir.metrics.read_text().splitlines()]
     state = torch.load(run.checkpoint, weights_only=True)
     images = state["step"] * config.train.batch_size
@@ -96,6 +106,8 @@ def main() -> None:
     other_seed = load_config(config.to_dict(), [f"train.seed={config.train.seed + 1}"])
     fresh = api.build_supernet(other_seed)
     for role, arch in run.strategy.monitored_archs().items():
+        if role not in args.roles:
+            continue
         shared = api.evaluate(run, arch, "test")
         entry = {"arch_id": shared["arch_id"], "macs": shared["macs"], "params": shared["params"],
                  "shared_test_top1": shared["top1"]}
