@@ -10,6 +10,7 @@
    against measurements of random subnets.
 
     python benchmarks/search_quality.py RUN [--runs-dir runs] [--seeds 5] [--trials 60] [--table-archs 30]
+        [--threads 2] [--skip searchers rate latency]
 """
 from __future__ import annotations
 
@@ -101,8 +102,9 @@ def main() -> None:
     parser.add_argument("--table-archs", type=int, default=30)
     parser.add_argument("--table-threads", type=int, default=1)
     parser.add_argument("--skip", nargs="*", default=[], choices=["searchers", "rate", "latency"])
+    parser.add_argument("--threads", type=int, default=2, help="torch threads for evaluation")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     run = api.load_run(args.run, args.runs_dir)
     out = run.dir.root / "search" / "bench"
     report = {"run": str(run.dir.root), "date": time.strftime("%Y-%m-%d"), "trials": args.trials}
