@@ -11,6 +11,7 @@
 
     python benchmarks/search_quality.py RUN [--runs-dir runs] [--seeds 5] [--trials 60] [--table-archs 30]
         [--threads 2] [--skip searchers rate latency]
+        [--searchers random evolution optuna-tpe]
 """
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ from nas.rng import python_rng  # noqa: E402
 SEARCHERS = ("random", "evolution", "optuna-tpe")
 
 
-def compare_searchers(run, seeds: int, trials: int, out: Path) -> dict:
-    results = {name: [] for name in SEARCHERS}
+def compare_searchers(run, seeds: int, trials: int, out: Path, searchers=SEARCHERS) -> dict:
+    results = {name: [] for name in searchers}
     for seed in range(seeds):
-        for name in SEARCHERS:
+        for name in searchers:
             found = api.search(run, name, max_macs="50%", trials=trials, seed=seed,
                                out=out / f"{name}-s{seed}", progress=False)
             results[name].append(found.val_top1)
@@ -103,6 +104,7 @@ def main() -> None:
     parser.add_argument("--table-threads", type=int, default=1)
     parser.add_argument("--skip", nargs="*", default=[], choices=["searchers", "rate", "latency"])
     parser.add_argument("--threads", type=int, default=2, help="torch threads for evaluation")
+    parser.add_argument("--searchers", nargs="+", default=list(SEARCHERS), choices=SEARCHERS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     run = api.load_run(args.run, args.runs_dir)
@@ -115,7 +117,7 @@ def main() -> None:
         report["latency_table"] = table_error(run, args.table_archs, args.table_threads)
         print(json.dumps(report["latency_table"]), flush=True)
     if "searchers" not in args.skip:
-        report["searchers"] = compare_searchers(run, args.seeds, args.trials, out)
+        report["searchers"] = compare_searchers(run, args.seeds, args.trials, out, args.searchers)
         for name, data in report["searchers"].items():
             print(f"{name:11s} median best val top-1 over {args.seeds} seeds: {data['median']:.4f}")
     print(json.dumps(report))

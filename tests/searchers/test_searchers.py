@@ -74,7 +74,9 @@ def test_repeats_exactly_under_the_same_seed(space, target, search_dir, name):
 
 def test_defaults_derived_from_trials_give_several_generations():
     evolution = EvolutionSearcher.resolve_options(EvolutionOptions(), 20)
-    assert evolution.population == 4  # 5 generations of 4
+    assert evolution.population == 6  # a random first generation of 6, then 2-3 more
+    assert EvolutionSearcher.resolve_options(EvolutionOptions(), 60).population == 20
+    assert EvolutionSearcher.resolve_options(EvolutionOptions(), 8).population == 4
     assert EvolutionSearcher.resolve_options(EvolutionOptions(generations=3), 40).population == 10
     assert EvolutionSearcher.resolve_options(EvolutionOptions(), 10_000).population == 100
     assert TPESearcher.resolve_options(TPEOptions(), 20).n_startup_trials == 4
