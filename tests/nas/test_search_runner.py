@@ -72,7 +72,7 @@ def test_outputs_of_a_search(space, supernet, evaluate, search_dir):
     assert export["macs"] == result.macs and (search_dir / "export" / "model.pt2").is_file()
     assert set(result.to_json()) >= {"best", "val_top1", "macs", "dir"}
     summary = json.loads((search_dir / "summary.json").read_text())
-    assert summary["best"] == best and summary["options"]["population"] == 6
+    assert summary["best"] == best and summary["options"]["population"] == 10
 
 
 def test_latency_constraint_uses_the_table_and_verifies_the_pick(space, supernet, evaluate, search_dir):
