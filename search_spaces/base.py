@@ -8,6 +8,7 @@ Every random operation takes an explicit `random.Random`.
 """
 from __future__ import annotations
 
+import abc
 import copy
 import itertools
 import math
@@ -46,7 +47,7 @@ class Gate:
     index: int
 
 
-class ArchSpace:
+class ArchSpace(abc.ABC):
     """Named categorical choices; each list is ordered from cheapest to most expensive."""
 
     name = "space"
@@ -183,9 +184,9 @@ class ArchSpace:
         return list(seen.values())
 
     # -- costs ----------------------------------------------------------------------------
+    @abc.abstractmethod
     def layers(self, arch: Mapping[str, Any]) -> list[LayerCost]:
         """Per-layer costs of `arch` (analytic, no forward pass). Spaces implement this."""
-        raise NotImplementedError
 
     def costs(self, arch: Mapping[str, Any]) -> tuple[int, int]:
         """(MACs, parameters) of `arch` in one pass over its layers."""
@@ -201,15 +202,19 @@ class ArchSpace:
         return self.costs(arch)[1]
 
     def input_size(self, arch: Mapping[str, Any]) -> int:
-        """Side of the square input image `arch` expects."""
-        raise NotImplementedError
+        """Side of the square input image `arch` expects (spaces with a supernet define it)."""
+        raise NotImplementedError(f"space '{self.name}' defines no input size: it has no supernet")
 
     def build_supernet(self) -> "Supernet":
-        """A freshly initialised weight-sharing supernet over this space."""
-        raise NotImplementedError
+        """A freshly initialised weight-sharing supernet over this space.
+
+        A space may be a pure search space (choices and analytic costs, e.g. to search a cost
+        model or a benchmark table), so this is not abstract.
+        """
+        raise NotImplementedError(f"space '{self.name}' builds no supernet (a cost-only search space)")
 
 
-class Supernet(nn.Module):
+class Supernet(nn.Module, abc.ABC):
     """A weight-sharing network: `set_active(arch)` then `forward(x)` runs that subnet.
 
     Inputs of another resolution than the active arch's are resized bilinearly (no
@@ -228,8 +233,9 @@ class Supernet(nn.Module):
         self.active_arch = arch
         return arch
 
+    @abc.abstractmethod
     def _configure(self, arch: Arch) -> None:
-        raise NotImplementedError
+        """Point every elastic op at its slice for the canonical `arch`."""
 
     def resize_input(self, x: torch.Tensor) -> torch.Tensor:
         size = self.space.input_size(self.active_arch)
@@ -257,8 +263,9 @@ class Supernet(nn.Module):
                 self.set_active(previous)
         return module.eval()
 
+    @abc.abstractmethod
     def _build_static(self) -> nn.Module:
-        raise NotImplementedError
+        """A plain module of the active arch holding copies of its sliced weights."""
 
     def timm_config(self, arch: Mapping[str, Any]) -> dict | None:
         """The timm model definition that rebuilds `arch`'s export, or None if none maps."""

@@ -206,7 +206,7 @@ class ReplaySearcher(Searcher):
         self.attempt = 0
 
     def reject(self, arch: Arch, reason: str, costs: Mapping[str, float]) -> None:
-        pass  # the attempt counter already moved on
+        """Nothing to record: `ask` already advanced `attempt`, so the next proposal draws anew."""
 
     def duplicate(self, arch_id: str) -> int | None:
         return self.index.get(arch_id)

@@ -17,6 +17,7 @@ running trials numbered before it stay below `--trials`, so the study ends with 
 """
 from __future__ import annotations
 
+import abc
 import os
 import time
 import warnings
@@ -113,8 +114,9 @@ class OptunaSearcher(Searcher):
     def values(self, record: Record) -> float | list[float]:
         return record["val_top1"]
 
+    @abc.abstractmethod
     def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
-        raise NotImplementedError
+        """The Optuna sampler of this searcher, seeded with `seed`."""
 
     # -- protocol ---------------------------------------------------------------------------
     def ask(self) -> Arch:
@@ -224,8 +226,7 @@ class TPESearcher(OptunaSearcher):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.samplers.TPESampler(n_startup_trials=self.options.n_startup_trials, seed=seed,
-                                              multivariate=self.options.multivariate, constant_liar=True,
-                                              )
+                                              multivariate=self.options.multivariate, constant_liar=True)
 
 
 @SEARCHERS.register("optuna-nsga2", options=NSGA2Options)

@@ -7,6 +7,7 @@ to know whether the model is wrapped in DistributedDataParallel.
 """
 from __future__ import annotations
 
+import abc
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,26 +37,26 @@ class StepIO:
     all_reduce_mean: Callable[[torch.Tensor], torch.Tensor]
 
 
-class Strategy:
+class Strategy(abc.ABC):
     """Base of training strategies (one-shot; few-shot and mixture plug in the same way)."""
 
     model: nn.Module
 
+    @abc.abstractmethod
     def activate(self, arch: Mapping[str, Any]) -> Arch:
         """Make `arch` the subnet that `model.forward` runs; returns its canonical form."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def train_step(self, images: torch.Tensor, labels: torch.Tensor, step: int, io: StepIO) -> dict[str, float]:
         """Forward and backward every subnet of `step` (gradients summed); returns losses to log."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def subnet_for(self, arch: Mapping[str, Any]) -> nn.Module:
         """The module that computes `arch` (with `arch` active); what evaluation and export use."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def monitored_archs(self) -> dict[str, Arch]:
         """Archs whose validation accuracy is logged at each epoch end (e.g. min, mid, max)."""
-        raise NotImplementedError
 
     def set_cache_dir(self, path: Path | None) -> None:
         """Let the strategy cache tables that are pure functions of the config in `path` (the
@@ -70,6 +71,6 @@ class Strategy:
         """Restore `state_dict()`."""
         del state
 
+    @abc.abstractmethod
     def trained_archs(self, step: int) -> Sequence[Arch]:
         """The archs step `step` trains (for tests and logs)."""
-        raise NotImplementedError

@@ -5,6 +5,7 @@ to the teacher's constant entropy); `none` trains every subnet on the labels.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 
 import torch
@@ -14,7 +15,7 @@ from nas.errors import ConfigError
 from nas.registry import DISTILL_LOSSES, NoOptions
 
 
-class DistillLoss:
+class DistillLoss(abc.ABC):
     """`loss(student_logits, teacher_logits, labels) -> (loss, logs)`; the teacher is detached."""
 
     uses_teacher = True
@@ -22,9 +23,10 @@ class DistillLoss:
     def __init__(self, options: object):
         self.options = options
 
+    @abc.abstractmethod
     def __call__(self, student: torch.Tensor, teacher: torch.Tensor | None,
                  labels: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        raise NotImplementedError
+        """The student's loss (teacher None for the subnet that learns from the labels) and values to log."""
 
 
 @DISTILL_LOSSES.register("none", options=NoOptions)

@@ -5,6 +5,7 @@ draw the same ones without communicating.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -28,7 +29,7 @@ class Slot:
     arch: Arch
 
 
-class Sampler:
+class Sampler(abc.ABC):
     """Picks the subnets of each training step."""
 
     trains_max = False   # whether every step trains the max subnet first (the KD teacher)
@@ -37,9 +38,9 @@ class Sampler:
     def __init__(self, space: ArchSpace, options: object, seed: int):
         self.space, self.options, self.seed = space, options, seed
 
+    @abc.abstractmethod
     def slots(self, step: int, score: ScoreFn | None = None) -> list[Slot]:
         """The subnets to train at `step`, teacher (if any) first."""
-        raise NotImplementedError
 
     def state_dict(self) -> dict:
         return {}

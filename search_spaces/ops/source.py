@@ -7,18 +7,20 @@ swapped in with `set_source` without a second copy of any op.
 """
 from __future__ import annotations
 
+import abc
+
 import torch
 from torch import nn
 
 
-class WeightSource(nn.Module):
+class WeightSource(nn.Module, abc.ABC):
     """Produces the full-size tensor of one op's weight or bias."""
 
     shape: tuple[int, ...]
 
+    @abc.abstractmethod
     def full(self) -> torch.Tensor:
         """The full-size tensor the op slices its active part from."""
-        raise NotImplementedError
 
 
 class SharedTensor(WeightSource):

@@ -150,3 +150,27 @@ def test_size_equals_brute_force_enumeration_on_a_small_space(name):
                 for values in itertools.product(*choices.values())}
     assert space.size() == len(distinct)
     assert space.raw_size() == len(list(itertools.product(*choices.values())))
+
+
+def test_a_cost_only_space_searches_costs_but_says_it_has_no_supernet():
+    from search_spaces.base import ArchSpace, LayerCost, Supernet
+
+    class Widths(ArchSpace):
+        name = "widths_only"
+
+        def __init__(self):
+            super().__init__({"width": (1, 2, 3)})
+
+        def layers(self, arch):
+            return [LayerCost("w", 10 * arch["width"], arch["width"], (1,), ())]
+
+    space = Widths()
+    assert space.costs(space.max()) == (30, 3)
+    with pytest.raises(NotImplementedError, match="space 'widths_only' builds no supernet"):
+        space.build_supernet()
+    with pytest.raises(NotImplementedError, match="space 'widths_only' defines no input size"):
+        space.input_size(space.min())
+    with pytest.raises(TypeError, match="abstract"):
+        type("NoLayers", (ArchSpace,), {})({"width": (1,)})
+    with pytest.raises(TypeError, match="_build_static"):
+        type("HalfSupernet", (Supernet,), {"_configure": lambda self, arch: None})()
