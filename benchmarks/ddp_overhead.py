@@ -30,11 +30,11 @@ def worker(steps: int, batch: int) -> None:
     import torch
 
     from nas import api
-    from nas.config import load_config
-    from nas.data import Augment, train_batches
-    from nas.distributed import detect, init_process_group
-    from nas.run_dir import RunDir
-    from nas.trainer import Trainer
+    from nas.core.config import load_config
+    from nas.engine.data import Augment, train_batches
+    from nas.engine.distributed import detect, init_process_group
+    from nas.engine.run_dir import RunDir
+    from nas.engine.trainer import Trainer
 
     env = detect()
     init_process_group(env)

@@ -40,10 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from nas import api, yaml_io  # noqa: E402
-from nas.checkpoint import LAST, load_checkpoint  # noqa: E402
-from nas.config import load_config, resolve_config_path  # noqa: E402
-from nas.rng import python_rng  # noqa: E402
+from nas import api  # noqa: E402
+from nas.core import yaml_io  # noqa: E402
+from nas.core.config import load_config, resolve_config_path  # noqa: E402
+from nas.core.rng import python_rng  # noqa: E402
+from nas.engine.checkpoint import LAST, load_checkpoint  # noqa: E402
 
 BASE_CONFIG = "fashion_mnist_mbv3"
 ARCH_SEED = 2024

@@ -28,8 +28,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nas.api import build_space  # noqa: E402
-from nas.config import load_config  # noqa: E402
-from nas.arch import arch_json  # noqa: E402
+from nas.core.arch import arch_json  # noqa: E402
+from nas.core.config import load_config  # noqa: E402
 
 SPACE_CONFIGS = {"mobilenetv3": "fashion_mnist_mbv3", "vit": "fashion_mnist_vit", "cell201": "fashion_mnist_cell201"}
 

@@ -28,10 +28,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nas import api  # noqa: E402
-from nas.bn import recalibrate_bn  # noqa: E402
-from nas.evaluator import accuracy  # noqa: E402
-from nas.latency import LatencyTable, measure, table_filename  # noqa: E402
-from nas.rng import python_rng  # noqa: E402
+from nas.core.rng import python_rng  # noqa: E402
+from nas.engine.bn import recalibrate_bn  # noqa: E402
+from nas.engine.evaluator import accuracy  # noqa: E402
+from nas.engine.latency import LatencyTable, measure, table_filename  # noqa: E402
 
 SEARCHERS = ("random", "evolution", "optuna-tpe")
 

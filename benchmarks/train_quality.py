@@ -31,12 +31,12 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nas import api  # noqa: E402
-from nas.bn import recalibrate_bn  # noqa: E402
-from nas.config import load_config  # noqa: E402
-from nas.data import Augment, calibration_batches, steps_per_epoch, train_batches  # noqa: E402
-from nas.evaluator import accuracy, resize  # noqa: E402
-from nas.run_dir import cpu_model  # noqa: E402
-from nas.trainer import build_optimizer, build_scheduler  # noqa: E402
+from nas.core.config import load_config  # noqa: E402
+from nas.engine.bn import recalibrate_bn  # noqa: E402
+from nas.engine.data import Augment, calibration_batches, steps_per_epoch, train_batches  # noqa: E402
+from nas.engine.evaluator import accuracy, resize  # noqa: E402
+from nas.engine.run_dir import cpu_model  # noqa: E402
+from nas.engine.trainer import build_optimizer, build_scheduler  # noqa: E402
 
 
 def train_standalone(config, splits, model: torch.nn.Module, resolution: int, label_smoothing: float) -> dict:
@@ -68,7 +68,7 @@ def train_standalone(config, splits, model: torch.nn.Module, resolution: int, la
                                        cfg.seed)]
     recalibrate_bn(model, calibration)
     images, labels = splits.split("test")
-    from nas.data import eval_batches
+    from nas.engine.data import eval_batches
     batches = ((resize(x, resolution).contiguous(memory_format=fmt), y)
                for x, y in eval_batches(images, labels, 256, splits.mean, splits.std))
     return {"test_top1": accuracy(model.eval(), batches).top1, "seconds": seconds}

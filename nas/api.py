@@ -5,24 +5,24 @@ CLI is a thin layer over it.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 
-from nas import yaml_io
-from nas.arch import Arch, arch_id, read_arch_file
-from nas.checkpoint import LAST, load_checkpoint
-from nas.config import RunConfig, build_config, load_config, parse_overrides
-from nas.costs import format_amount
-from nas.datasets import ImageSplits, dataset_info, load_dataset
-from nas.distributed import barrier, detect, init_process_group
-from nas.errors import CheckpointError, ConfigError, RunError
-from nas.evaluator import Evaluator
-from nas.registry import SPACES, STRATEGIES, load_plugins
-from nas.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run, write_json
+from nas.core import yaml_io
+from nas.core.amounts import format_amount
+from nas.core.arch import Arch, arch_id, read_arch_file
+from nas.core.config import RunConfig, load_config, parse_overrides
+from nas.core.errors import CheckpointError, ConfigError, RunError
+from nas.core.files import write_json
+from nas.core.registry import SPACES, STRATEGIES, load_plugins
+from nas.engine.checkpoint import LAST, load_checkpoint
+from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
+from nas.engine.distributed import barrier, detect, init_process_group
+from nas.engine.evaluator import Evaluator
+from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy
 
@@ -101,7 +101,7 @@ def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> R
 def train(config: RunConfig, name: str | None = None, resume: bool = False,
           runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True) -> RunDir:
     """Train a supernet; returns its run directory. `resume` continues `runs_dir/name`."""
-    from nas.trainer import Trainer
+    from nas.engine.trainer import Trainer
 
     env = detect()
     init_process_group(env)
@@ -213,7 +213,7 @@ def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> dic
 
 def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | None = None) -> dict[str, Any]:
     """Recalibrate BN, evaluate, and export `arch` to `out` (default `runs/NAME/export/<arch_id>`)."""
-    from nas.exporter import save_export
+    from nas.engine.exporter import save_export
 
     arch = resolve_arch(run.space, arch)
     out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
@@ -243,7 +243,7 @@ def _search_id(searcher: str, constraints: Any, seed: int, study: str | None) ->
 
 def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
     """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet."""
-    from nas.costs import parse_amount
+    from nas.core.amounts import parse_amount
 
     if value is None:
         return None
@@ -262,7 +262,7 @@ def resolve_budget(value: str | float | None, low: float, high: float, flag: str
 def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | None = None,
                   progress: bool = True) -> Path:
     """Measure every distinct layer configuration of the run's space on `device` (`nas latency-table`)."""
-    from nas.latency import write_latency_table
+    from nas.engine.latency import write_latency_table
 
     supernet = run.supernet.to(memory_format=torch.contiguous_format)
     bar = None
@@ -300,8 +300,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device`/`batch` (built first if missing)
     and the winner is measured to report the table's error.
     """
-    from nas.latency import LatencyTable, table_filename
-    from nas.search_runner import Constraints, run_search
+    from nas.engine.latency import LatencyTable, table_filename
+    from nas.engine.search_runner import Constraints, run_search
 
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
@@ -338,8 +338,8 @@ def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: 
     import subprocess
     import sys
 
-    from nas.errors import SearchError
-    from nas.registry import SEARCHERS
+    from nas.core.errors import SearchError
+    from nas.core.registry import SEARCHERS
 
     if not getattr(SEARCHERS.get(searcher).obj, "shared", False):
         raise ConfigError(f"--workers: searcher '{searcher}' keeps its state in one process; use optuna-tpe or "

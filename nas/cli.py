@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from nas.costs import format_amount
-from nas.errors import NasError
+from nas.core.amounts import format_amount
+from nas.core.errors import NasError
 
 MAX_ERROR_LINES = 3
 
@@ -31,13 +31,13 @@ def cmd_space(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from nas import api
-    from nas.run_dir import RunDir
+    from nas.engine.run_dir import RunDir
 
     if args.resume:
         name = args.name if args.name is not None else api._default_name(api.load_config(args.config))
         run = RunDir(Path(args.runs_dir) / name)
         if not run.config.is_file():
-            from nas.errors import RunError
+            from nas.core.errors import RunError
             raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
         config = api.resume_config(run, args.set)
     else:
@@ -78,8 +78,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _options(items: list[str]) -> dict[str, Any]:
-    from nas import yaml_io
-    from nas.errors import ConfigError
+    from nas.core import yaml_io
+    from nas.core.errors import ConfigError
     options = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -118,7 +118,13 @@ def cmd_latency_table(args: argparse.Namespace) -> int:
 
 
 def _registered() -> str:
-    from nas.registry import DISTILL_LOSSES, SAMPLERS, SEARCHERS, SPACES, STRATEGIES
+    from nas.core.registry import (
+        DISTILL_LOSSES,
+        SAMPLERS,
+        SEARCHERS,
+        SPACES,
+        STRATEGIES,
+    )
     rows = [("spaces", SPACES), ("strategies", STRATEGIES), ("samplers", SAMPLERS),
             ("distillation", DISTILL_LOSSES), ("searchers", SEARCHERS)]
     return "registered:\n" + "\n".join(f"  {name:13s} {', '.join(reg.names())}" for name, reg in rows)

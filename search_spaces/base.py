@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import abc
 import copy
+import hashlib
 import itertools
+import json
 import math
 import random
 from dataclasses import dataclass
@@ -19,9 +21,9 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import torch
 from torch import nn
 
-from nas.arch import Arch, Value
-from nas.errors import ArchError
-from nas.registry import did_you_mean
+from nas.core.arch import Arch, Value
+from nas.core.errors import ArchError
+from nas.core.registry import did_you_mean
 
 
 class LayerCost(NamedTuple):
@@ -67,13 +69,16 @@ class ArchSpace(abc.ABC):
         """Every choice name with its allowed values, in order."""
         return dict(self._choices)
 
-    def keys(self) -> list[str]:
-        return list(self._choices)
-
     def active_keys(self, arch: Mapping[str, Value]) -> set[str]:
         """The choices that change the network for this arch."""
         return {key for key in self._choices
                 if key not in self._gates or arch[self._gates[key].depth_key] > self._gates[key].index}
+
+    def fingerprint(self) -> str:
+        """First 12 hex digits of sha1 of the space's name and choices: tables and searches
+        built for one space refuse another."""
+        text = json.dumps([self.name, {k: list(v) for k, v in self._choices.items()}], sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     def raw_size(self) -> int:
         """Product of the number of values of every choice."""

@@ -33,12 +33,22 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from nas.arch import Arch
-from nas.errors import ArchError, ConfigError
-from nas.registry import SPACES, did_you_mean
+from nas.core.arch import Arch
+from nas.core.errors import ArchError, ConfigError
+from nas.core.registry import SPACES, did_you_mean
 from search_spaces.base import ArchSpace, LayerCost, Supernet
-from search_spaces.ops import ElasticBatchNorm2d, ElasticConv2d, ElasticLinear, conv_macs
-from search_spaces.ops.nb201 import CONV_KERNELS, ElasticCell, ElasticResNetBasicBlock, Edge
+from search_spaces.ops import (
+    ElasticBatchNorm2d,
+    ElasticConv2d,
+    ElasticLinear,
+    conv_macs,
+)
+from search_spaces.ops.nb201 import (
+    CONV_KERNELS,
+    Edge,
+    ElasticCell,
+    ElasticResNetBasicBlock,
+)
 
 EDGES = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))   # (to, from), NAS-Bench-201 string order
 OPERATIONS = ("none", "skip_connect", "avg_pool_3x3", "conv_1x1", "conv_3x3")   # cheapest first

@@ -17,13 +17,24 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from nas.errors import ConfigError
-from nas.registry import SPACES
+from nas.core.errors import ConfigError
+from nas.core.registry import SPACES
 from search_spaces.base import ArchSpace, Gate, LayerCost, Supernet
-from search_spaces.ops import (ElasticBatchNorm2d, ElasticConv2d, ElasticLinear, conv_macs,
-                               conv_output_size, conv_params, make_divisible, se_reduced_channels)
-from search_spaces.ops.mbconv import ElasticConvBnAct, ElasticInvertedResidual, make_activation
-from search_spaces.ops.mbconv import ACTIVATIONS
+from search_spaces.ops import (
+    ElasticBatchNorm2d,
+    ElasticConv2d,
+    conv_macs,
+    conv_output_size,
+    conv_params,
+    make_divisible,
+    se_reduced_channels,
+)
+from search_spaces.ops.mbconv import (
+    ACTIVATIONS,
+    ElasticConvBnAct,
+    ElasticInvertedResidual,
+    make_activation,
+)
 
 
 @dataclass(frozen=True)

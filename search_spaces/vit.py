@@ -29,12 +29,23 @@ from typing import Any, Literal, Mapping
 import torch
 from torch import nn
 
-from nas.errors import ConfigError
-from nas.registry import SPACES
+from nas.core.errors import ConfigError
+from nas.core.registry import SPACES
 from search_spaces.base import ArchSpace, Gate, LayerCost, Supernet
-from search_spaces.ops import ElasticLayerNorm, ElasticLinear, SharedTensor, conv_macs, linear_macs
+from search_spaces.ops import (
+    ElasticLayerNorm,
+    ElasticLinear,
+    SharedTensor,
+    conv_macs,
+    linear_macs,
+)
 from search_spaces.ops.attention import ElasticQKV, attention_macs
-from search_spaces.ops.transformer import ElasticBlock, ElasticPatchEmbed, TokenPool, mlp_hidden
+from search_spaces.ops.transformer import (
+    ElasticBlock,
+    ElasticPatchEmbed,
+    TokenPool,
+    mlp_hidden,
+)
 
 
 @dataclass(frozen=True)

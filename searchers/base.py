@@ -1,7 +1,7 @@
 """The searcher protocol: `ask() -> arch`, `tell(arch, record)`, `best()`.
 
 The loop, constraints, deduplication policy, logging and resume live once, in
-`nas/search_runner.py`. A searcher proposes architectures and learns from the results:
+`nas/engine/search_runner.py`. A searcher proposes architectures and learns from the results:
 1. `ask()` proposes an arch (any values; the runner canonicalises it);
 2. the runner rejects it (`reject`: infeasible, or `duplicate` found an earlier trial) or
    `claim`s it and evaluates it;
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from nas.arch import Arch, arch_id
-from nas.errors import SearchError, clip
-from nas.rng import python_rng
+from nas.core.arch import Arch, arch_id
+from nas.core.errors import SearchError, clip
+from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
 
 Record = dict[str, Any]

@@ -19,10 +19,10 @@ import random
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from nas.arch import Arch
-from nas.errors import ConfigError
-from nas.pareto import crowding, ranks
-from nas.registry import SEARCHERS
+from nas.core.arch import Arch
+from nas.core.errors import ConfigError
+from nas.core.pareto import crowding, ranks
+from nas.core.registry import SEARCHERS
 from searchers.base import ReplaySearcher, SearchContext
 
 RANDOM_AFTER = 100

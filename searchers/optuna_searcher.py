@@ -28,12 +28,18 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from nas.arch import Arch, arch_id
-from nas.errors import ConfigError, SearchError
-from nas.registry import SEARCHERS
-from nas.rng import derive_seed
+from nas.core.arch import Arch, arch_id
+from nas.core.errors import ConfigError, SearchError
+from nas.core.registry import SEARCHERS
+from nas.core.rng import derive_seed
 from searchers import optuna_storage
-from searchers.base import Record, SearchContext, Searcher, check_settings, merge_options
+from searchers.base import (
+    Record,
+    SearchContext,
+    Searcher,
+    check_settings,
+    merge_options,
+)
 
 DEFAULT_STUDY = "search"
 POLL_SECONDS = 0.2

@@ -27,7 +27,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from nas.errors import SearchError, clip
+from nas.core.errors import SearchError, clip
 
 HEARTBEAT_INTERVAL = 10.0
 GRACE_PERIOD = 60.0

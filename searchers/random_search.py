@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-from nas.arch import Arch
-from nas.registry import SEARCHERS, NoOptions
+from nas.core.arch import Arch
+from nas.core.registry import SEARCHERS, NoOptions
 from searchers.base import ReplaySearcher
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from nas.errors import ConfigError
-from nas.registry import DISTILL_LOSSES
+from nas.core.errors import ConfigError
+from nas.core.registry import DISTILL_LOSSES
 from supernets.distill import DistillLoss
 
 # |a - 1| or |a| below this uses the closed-form limits (KL(p||q), KL(q||p)) instead of the

@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from nas.arch import Arch
-from nas.errors import ConfigError
-from nas.registry import SAMPLERS
-from nas.rng import python_rng
+from nas.core.arch import Arch
+from nas.core.errors import ConfigError
+from nas.core.registry import SAMPLERS
+from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
 from supernets.attentive_table import ArchTable, TableSettings, load_or_build
 from supernets.samplers import SandwichSampler, ScoreFn

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,8 +29,9 @@ from typing import Any, Sequence
 
 import torch.distributed as dist
 
-from nas.arch import Arch, arch_json
-from nas.rng import python_rng
+from nas.core.arch import Arch, arch_json
+from nas.core.files import write_json
+from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
 
 TABLE_FILE = "attentive_table.json"
@@ -178,10 +177,7 @@ def _write(path: Path, data: dict) -> None:
     if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    write_json(path, data, indent=None)
 
 
 def load_or_build(space: ArchSpace, settings: TableSettings, seed: int,

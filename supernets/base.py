@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import nn
 
-from nas.arch import Arch
+from nas.core.arch import Arch
 
 
 @dataclass

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from nas.errors import ConfigError
-from nas.registry import DISTILL_LOSSES, NoOptions
+from nas.core.errors import ConfigError
+from nas.core.registry import DISTILL_LOSSES, NoOptions
 
 
 class DistillLoss(abc.ABC):

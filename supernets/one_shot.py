@@ -14,10 +14,10 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from nas.arch import Arch
-from nas.errors import ConfigError
-from nas.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
-from nas.rng import python_rng
+from nas.core.arch import Arch
+from nas.core.errors import ConfigError
+from nas.core.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
+from nas.core.rng import python_rng
 from search_spaces.base import Supernet
 from supernets.base import StepIO, Strategy
 from supernets.samplers import Slot

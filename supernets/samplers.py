@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from nas.arch import Arch
-from nas.errors import ConfigError
-from nas.registry import SAMPLERS, NoOptions
-from nas.rng import python_rng
+from nas.core.arch import Arch
+from nas.core.errors import ConfigError
+from nas.core.registry import SAMPLERS, NoOptions
+from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
 
 # Scores candidate archs on the current batch (lower loss is better); only data-driven

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from nas.registry import SPACES
+from nas.core.registry import SPACES
 
 # A small instance of every registered space, for brute-force and export tests.
 SMALL_OPTIONS = {

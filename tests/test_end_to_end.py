@@ -5,8 +5,9 @@ import json
 
 import torch
 
-from nas import cli, yaml_io
-from nas.arch import read_arch_file
+from nas import cli
+from nas.core import yaml_io
+from nas.core.arch import read_arch_file
 from tests.nas.tiny import tiny_config
 
 

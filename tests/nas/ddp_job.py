@@ -10,8 +10,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from nas import api  # noqa: E402
-from nas.arch import arch_id  # noqa: E402
-from nas.config import load_config  # noqa: E402
+from nas.core.arch import arch_id  # noqa: E402
+from nas.core.config import load_config  # noqa: E402
 from supernets.one_shot import OneShotStrategy  # noqa: E402
 from tests.nas.tiny import tiny_config  # noqa: E402
 

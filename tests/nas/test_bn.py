@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nas.bn import recalibrate_bn
+from nas.engine.bn import recalibrate_bn
 from tests.conftest import make_space, make_supernet
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from nas import api, cli, yaml_io
-from nas.checkpoint import load_checkpoint
-from nas.config import load_config
+from nas import api, cli
+from nas.core import yaml_io
+from nas.core.config import load_config
+from nas.engine.checkpoint import load_checkpoint
 from tests.nas.tiny import tiny_config
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from nas import cli
-from nas.config import RunConfig, load_config, shipped_configs
-from nas.errors import ConfigError
+from nas.core.config import RunConfig, load_config, shipped_configs
+from nas.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("name", shipped_configs())

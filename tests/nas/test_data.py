@@ -1,4 +1,4 @@
-"""Tests of `nas.data`: real Fashion-MNIST loading, fake CIFAR/ImageFolder trees, batching."""
+"""Tests of `nas.engine.data`: real Fashion-MNIST loading, fake CIFAR/ImageFolder trees, batching."""
 from __future__ import annotations
 
 import gzip
@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nas import data, datasets
-from nas.data import Augment
-from nas.datasets import DataError, ImageSplits
+from nas.engine import data, datasets
+from nas.engine.data import Augment
+from nas.engine.datasets import DataError, ImageSplits
 
 FM_DIR = data.FASHION_MNIST_DIR
 needs_fm = pytest.mark.skipif(not os.path.isdir(FM_DIR), reason="dataset-fashion-mnist not installed")

@@ -10,11 +10,11 @@ from pathlib import Path
 import torch
 
 from nas import api
-from nas.checkpoint import load_checkpoint
-from nas.config import load_config
-from nas.data import Augment, train_batches
-from nas.run_dir import RunDir
-from nas.trainer import Trainer
+from nas.core.config import load_config
+from nas.engine.checkpoint import load_checkpoint
+from nas.engine.data import Augment, train_batches
+from nas.engine.run_dir import RunDir
+from nas.engine.trainer import Trainer
 from supernets.base import StepIO
 from tests.nas.tiny import tiny_config
 

@@ -8,9 +8,16 @@ import pytest
 import torch
 from torch import nn
 
-from nas.errors import RunError, SearchError
-from nas.latency import (LatencyTable, build_table, device_record, measure, table_archs, table_filename,
-                         write_latency_table)
+from nas.core.errors import RunError, SearchError
+from nas.engine.latency import (
+    LatencyTable,
+    build_table,
+    device_record,
+    measure,
+    table_archs,
+    table_filename,
+    write_latency_table,
+)
 from tests.conftest import make_space, make_supernet
 
 FAST = dict(warmup=1, repeats=3, threads=1)

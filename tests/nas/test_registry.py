@@ -3,8 +3,8 @@ import dataclasses
 
 import pytest
 
-from nas.errors import RegistryError
-from nas.registry import SAMPLERS, SPACES, Registry
+from nas.core.errors import RegistryError
+from nas.core.registry import SAMPLERS, SPACES, Registry
 
 
 def test_unknown_name_lists_available_and_suggests():

@@ -5,14 +5,20 @@ import json
 
 import pytest
 
-from nas.arch import read_arch_file
-from nas.errors import ConfigError, SearchError
-from nas.exporter import save_export
-from nas.latency import LatencyTable, device_record, space_fingerprint
-from nas.pareto import crowding, front, ranks
-from nas.search_runner import Constraints, read_results, run_search
+from nas.core.arch import read_arch_file
+from nas.core.errors import ConfigError, SearchError
+from nas.core.pareto import crowding, front, ranks
+from nas.engine.exporter import save_export
+from nas.engine.latency import LatencyTable, device_record
+from nas.engine.search_runner import Constraints, read_results, run_search
 from tests.conftest import make_supernet
-from tests.searchers.stub import MAX_MACS, StubEvaluator, search_dir, small_space, target_arch  # noqa: F401
+from tests.searchers.stub import (  # noqa: F401
+    MAX_MACS,
+    StubEvaluator,
+    search_dir,
+    small_space,
+    target_arch,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +41,7 @@ def _fake_table(space) -> LatencyTable:
     entries = {layer.key: {"median_ms": layer.macs / 1e6, "p90_ms": layer.macs / 1e6, "in_shape": list(layer.in_shape),
                            "macs": layer.macs, "params": layer.params}
                for arch in space.enumerate() for layer in space.layers(arch)}
-    return LatencyTable(space.name, space_fingerprint(space), device_record("cpu", 1), entries, constant_ms=0.05)
+    return LatencyTable(space.name, space.fingerprint(), device_record("cpu", 1), entries, constant_ms=0.05)
 
 
 def _dominated(point, others, cost):

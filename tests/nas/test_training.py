@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from nas import api, cli
-from nas.checkpoint import load_checkpoint
-from nas.config import load_config
-from nas.errors import CheckpointError
-from nas.evaluator import static_accuracy
-from nas.trainer import Trainer
+from nas.core.config import load_config
+from nas.core.errors import CheckpointError
+from nas.engine.checkpoint import load_checkpoint
+from nas.engine.evaluator import static_accuracy
+from nas.engine.trainer import Trainer
 from tests.nas.tiny import tiny_config
 
 
@@ -111,7 +111,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
     monkeypatch.setattr(one_shot.OneShotStrategy, "_label_loss", poisoned)
     monkeypatch.setattr(Trainer, "train_one_step", counting)
     path = tmp_path / "nan.yaml"
-    from nas import yaml_io
+    from nas.core import yaml_io
     path.write_text(yaml_io.dumps(tiny_config(sampler="uniform", distill="none", steps=20)))
     code = cli.main(["train", str(path), "--runs-dir", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err
@@ -135,7 +135,7 @@ def test_sandwich_step_runs_2_plus_n_passes_and_the_teacher_has_no_gradient(tmp_
 
     strategy.distill.__class__.__call__ = spy
     try:
-        from nas.datasets import load_dataset
+        from nas.engine.datasets import load_dataset
         splits = load_dataset("fashion_mnist", val_size=512, train_size=1024)
         trainer = Trainer(config, strategy, splits, api.RunDir(tmp_path / "r"), progress=False)
         x, y = splits.train_images[:64].float() / 255, splits.train_labels[:64]
@@ -161,7 +161,7 @@ def test_truncated_checkpoint_is_a_clear_error_and_the_other_still_loads(tmp_pat
 
 
 def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
-    from nas import checkpoint
+    from nas.engine import checkpoint
 
     path = checkpoint.save_checkpoint({"step": 1}, tmp_path / "last.pt")
 

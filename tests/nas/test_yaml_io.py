@@ -1,8 +1,8 @@
 """The strict YAML reader: floats with exponents, no duplicates, no tags."""
 import pytest
 
-from nas import yaml_io
-from nas.errors import ConfigError
+from nas.core import yaml_io
+from nas.core.errors import ConfigError
 
 
 def test_exponent_floats_without_a_dot_are_floats():

@@ -9,8 +9,14 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from nas.errors import ArchError
-from search_spaces.cell201 import EDGES, edge_key, from_nb201_string, live_edges, to_nb201_string
+from nas.core.errors import ArchError
+from search_spaces.cell201 import (
+    EDGES,
+    edge_key,
+    from_nb201_string,
+    live_edges,
+    to_nb201_string,
+)
 from tests.conftest import make_space, make_supernet
 
 # node 1 unreachable (edge1<-0 none), node 2 fed only by node 1: only edge3<-0 is live

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nas.config import load_config
-from nas.exporter import save_export
+from nas.core.config import load_config
+from nas.engine.exporter import save_export
 from search_spaces.timm_models import build_timm_model, load_timm_export
 from tests.conftest import make_space, make_supernet
 
@@ -74,7 +74,7 @@ def test_supernet_resizes_inputs_to_the_active_resolution():
 
 
 def test_invalid_arch_names_the_key_and_allowed_values():
-    from nas.errors import ArchError
+    from nas.core.errors import ArchError
 
     space = make_space("mobilenetv3")
     arch = dict(space.max(), **{"stage2.width": 30})

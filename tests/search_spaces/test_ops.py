@@ -5,10 +5,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from search_spaces.ops import (ElasticBatchNorm2d, ElasticConv2d, ElasticDepthwiseConv2d, ElasticLinear,
-                               ElasticSqueezeExcite, SharedTensor, WeightSource, make_divisible, set_source)
+from nas.engine.counting import counted_flops
+from search_spaces.ops import (
+    ElasticBatchNorm2d,
+    ElasticConv2d,
+    ElasticDepthwiseConv2d,
+    ElasticLinear,
+    ElasticSqueezeExcite,
+    SharedTensor,
+    WeightSource,
+    make_divisible,
+    set_source,
+)
 from search_spaces.ops.conv import conv_macs
-from nas.costs import counted_flops
 from tests.conftest import make_space, make_supernet
 
 

@@ -11,9 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nas.costs import counted_flops, parameter_count
-from nas.exporter import export_program
-from nas.registry import SPACES
+from nas.core.registry import SPACES
+from nas.engine.counting import counted_flops, parameter_count
+from nas.engine.exporter import export_program
 from tests.conftest import SMALL_OPTIONS, make_space, make_supernet
 
 SPACE_NAMES = SPACES.names()

@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from nas.config import load_config
-from nas.costs import counted_flops
-from nas.errors import ConfigError
-from nas.exporter import save_export
+from nas.core.config import load_config
+from nas.core.errors import ConfigError
+from nas.engine.counting import counted_flops
+from nas.engine.exporter import save_export
 from search_spaces.ops import ElasticPatchEmbed
 from search_spaces.timm_models import load_timm_export
 from tests.conftest import make_space, make_supernet

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from nas.arch import Arch, arch_id
+from nas.core.arch import Arch, arch_id
 from tests.conftest import make_space
 
 MAX_MACS = 1_000_000
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    from nas.search_runner import Constraints, run_search
+    from nas.engine.search_runner import Constraints, run_search
     space = small_space()
     result = run_search(space, StubEvaluator(space, target_arch(space), args.sleep), searcher=args.searcher,
                         constraints=Constraints(max_macs=MAX_MACS), trials=args.trials, seed=args.seed,

@@ -16,9 +16,15 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from nas.search_runner import Constraints, run_search
+from nas.engine.search_runner import Constraints, run_search
 from searchers.optuna_storage import open_storage
-from tests.searchers.stub import MAX_MACS, StubEvaluator, search_dir, small_space, target_arch  # noqa: F401
+from tests.searchers.stub import (  # noqa: F401
+    MAX_MACS,
+    StubEvaluator,
+    search_dir,
+    small_space,
+    target_arch,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,13 +9,24 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from nas.errors import ConfigError, SearchError
-from nas.registry import SEARCHERS
-from nas.search_runner import Constraints, parse_searcher_options, run_search
+from nas.core.errors import ConfigError, SearchError
+from nas.core.registry import SEARCHERS
+from nas.engine.search_runner import Constraints, parse_searcher_options, run_search
 from searchers.evolution import EvolutionOptions, EvolutionSearcher
-from searchers.optuna_searcher import NSGA2Options, NSGA2Searcher, TPEOptions, TPESearcher
+from searchers.optuna_searcher import (
+    NSGA2Options,
+    NSGA2Searcher,
+    TPEOptions,
+    TPESearcher,
+)
 from tests.conftest import make_space
-from tests.searchers.stub import MAX_MACS, StubEvaluator, search_dir, small_space, target_arch  # noqa: F401
+from tests.searchers.stub import (  # noqa: F401
+    MAX_MACS,
+    StubEvaluator,
+    search_dir,
+    small_space,
+    target_arch,
+)
 
 BUDGET = Constraints(max_macs=MAX_MACS)
 # Evaluations each searcher gets to find the optimum (478 archs are feasible). Random search

@@ -7,10 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nas import yaml_io
-from nas.config import load_config
-from nas.errors import ConfigError
-from supernets.alpha_divergence import AdaptiveAlphaDivergence, AlphaOptions, alpha_terms
+from nas.core import yaml_io
+from nas.core.config import load_config
+from nas.core.errors import ConfigError
+from supernets.alpha_divergence import (
+    AdaptiveAlphaDivergence,
+    AlphaOptions,
+    alpha_terms,
+)
 
 INF = math.inf
 

@@ -5,9 +5,9 @@ import os
 import signal
 
 from nas import api
-from nas.checkpoint import load_checkpoint
-from nas.config import load_config
-from nas.trainer import Trainer
+from nas.core.config import load_config
+from nas.engine.checkpoint import load_checkpoint
+from nas.engine.trainer import Trainer
 from supernets import attentive_table
 from tests.nas.tiny import tiny_config
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from nas import api
-from nas.config import load_config
-from nas.errors import ConfigError
+from nas.core.config import load_config
+from nas.core.errors import ConfigError
 from search_spaces.base import ArchSpace, LayerCost
 from supernets import attentive_table
 from supernets.attentive import AttentiveOptions, AttentiveSampler

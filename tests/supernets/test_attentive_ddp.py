@@ -14,11 +14,11 @@ def _rank(rank: int, port: int, cache_dir: str, results) -> None:
     from pathlib import Path
 
     from nas import api
-    from nas.config import load_config
-    from nas.datasets import load_dataset
-    from nas.distributed import DistEnv
-    from nas.run_dir import RunDir
-    from nas.trainer import Trainer
+    from nas.core.config import load_config
+    from nas.engine.datasets import load_dataset
+    from nas.engine.distributed import DistEnv
+    from nas.engine.run_dir import RunDir
+    from nas.engine.trainer import Trainer
     from tests.nas.tiny import tiny_config
 
     torch.set_num_threads(1)

@@ -7,7 +7,6 @@ directory, is fsynced, then renamed over the target, so a crash never leaves hal
 """
 from __future__ import annotations
 
-import os
 import pickle
 import zipfile
 from pathlib import Path
@@ -15,7 +14,8 @@ from typing import Any
 
 import torch
 
-from nas.errors import CheckpointError
+from nas.core.errors import CheckpointError
+from nas.core.files import atomic_file
 
 FORMAT_VERSION = 1
 LAST = "last.pt"
@@ -26,21 +26,8 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
     """Write `state` to `path` atomically (temporary file, fsync, rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save({"format_version": FORMAT_VERSION, **state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    with atomic_file(path, "wb", durable=True) as f:
+        torch.save({"format_version": FORMAT_VERSION, **state}, f)
     return path
 
 

@@ -1,10 +1,13 @@
 """Training logs: tqdm progress on stderr and TensorBoard scalars under `runs/<name>/tb`."""
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any
 
 from tqdm import tqdm
+
+from nas.engine.run_dir import RunDir
 
 
 class TrainLogger:
@@ -61,6 +64,11 @@ class TrainLogger:
 
     def interrupted(self, signum: int) -> None:
         if self.enabled:
-            from nas.trainer import interrupted_message
-
             tqdm.write(interrupted_message(self.trainer.run, signum, self.trainer.state.step), file=sys.stderr)
+
+
+def interrupted_message(run: RunDir, signum: int, step: int) -> str:
+    """The line printed when a signal stops training."""
+    name = signal.Signals(signum).name
+    return (f"{name}: stopped at step {step}, checkpoint saved; resume with: "
+            f"nas train {run.config} --name {run.name} --runs-dir {run.root.parent} --resume")

@@ -35,12 +35,13 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
-from nas.arch import Arch, arch_id, write_arch_file
-from nas.errors import ConfigError, SearchError
-from nas.latency import LatencyTable, measure, space_fingerprint
-from nas.pareto import write_pareto
-from nas.registry import SEARCHERS
-from nas.schema import Problems, convert_dataclass
+from nas.core.arch import Arch, arch_id, write_arch_file
+from nas.core.errors import ConfigError, SearchError
+from nas.core.files import write_json
+from nas.core.registry import SEARCHERS
+from nas.core.schema import Problems, convert_dataclass
+from nas.engine.latency import LatencyTable, measure
+from nas.engine.pareto_report import write_pareto
 from search_spaces.base import ArchSpace
 from searchers.base import Record, SearchContext, Searcher, best_record, check_settings
 
@@ -205,12 +206,6 @@ def _append(path: Path, record: Record) -> None:
         os.fsync(f.fileno())
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # workers of one study share the directory
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 def _plain(name: str, value: Any) -> Any:
     value = value.item() if hasattr(value, "item") else value  # tensors, numpy scalars
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -338,7 +333,7 @@ def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
     """Replay a local search's results; returns the evaluations to reach and notes for the user."""
     if not active.shared:
         active.restore(read_results(context.out_dir / "results.jsonl"))
-        _write_json(context.out_dir / "search.json", {"settings": dict(context.settings),
+        write_json(context.out_dir / "search.json", {"settings": dict(context.settings),
                                                       "options": active.resolved_options()})
     target, notes = context.trials, []
     if context.candidates is not None and len(context.candidates) < target:
@@ -387,7 +382,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
     _check_cheapest(space, budgets, costs_of, latency)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    settings = {"searcher": searcher, "space": space.name, "space_fingerprint": space_fingerprint(space),
+    settings = {"searcher": searcher, "space": space.name, "space_fingerprint": space.fingerprint(),
                 "budgets": budgets, "latency_table": None if "latency_ms" not in budgets else
                 f"{latency.device.device}-b{latency.device.batch_size}"}
     if not shared:
@@ -407,8 +402,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
             history = active.history()
             if history:  # also when the loop failed: what was evaluated is kept
                 write_pareto(out_dir, history, cost_names, budgets)
-                tmp = write_arch_file(best_record(history)["arch"], out_dir / f".best.yaml.{os.getpid()}.tmp")
-                os.replace(tmp, out_dir / "best.yaml")
+                write_arch_file(best_record(history)["arch"], out_dir / "best.yaml")
     finally:
         active.close()
     best = best_record(history)
@@ -419,7 +413,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
                      f"{check['measured_ms']:.3f} ms ({check['error_pct']:+.1f}%)")
     result = SearchResult(best["arch"], best["arch_id"], best["val_top1"], best["macs"], best["params"],
                           best.get("latency_ms"), out_dir, len(history), new, best, check, notes)
-    _write_json(out_dir / "summary.json", {**result.to_json(), "searcher": searcher,
+    write_json(out_dir / "summary.json", {**result.to_json(), "searcher": searcher,
                                            "options": active.resolved_options(), "seed": seed, "worker": worker,
                                            "trials": trials, "target": target, "budgets": budgets, "record": best,
                                            "notes": notes})

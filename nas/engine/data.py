@@ -1,4 +1,4 @@
-"""Deterministic, vectorised batching of in-memory datasets (see `nas.datasets`).
+"""Deterministic, vectorised batching of in-memory datasets (see `nas.engine.datasets`).
 
 `train_batches` yields the batches of one epoch. The order is a pure function of (seed, epoch)
 and the augmentation of step t a pure function of (seed, epoch, t), drawn for the whole global
@@ -13,10 +13,18 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from nas.datasets import (DATASETS, FASHION_MNIST_DIR, SPLITS, ImageSplits, _is_int,  # noqa: F401
-                          dataset_info, load_dataset, split_indices)
-from nas.errors import DataError, clip
-from nas.rng import torch_generator
+from nas.core.errors import DataError, clip
+from nas.core.rng import torch_generator
+from nas.engine.datasets import (  # noqa: F401
+    DATASETS,
+    FASHION_MNIST_DIR,
+    SPLITS,
+    ImageSplits,
+    _is_int,
+    dataset_info,
+    load_dataset,
+    split_indices,
+)
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from nas import yaml_io
-from nas.errors import ConfigError, NasError, clip
-from nas.registry import DISTILL_LOSSES, SAMPLERS, SPACES, STRATEGIES, Registry
-from nas.schema import Problems, convert_dataclass, to_plain
+from nas.core import yaml_io
+from nas.core.errors import ConfigError, NasError, clip
+from nas.core.registry import DISTILL_LOSSES, SAMPLERS, SPACES, STRATEGIES, Registry
+from nas.core.schema import Problems, convert_dataclass, to_plain
 
-CONFIG_DIR = Path(__file__).parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 @dataclass(frozen=True)
@@ -311,7 +311,7 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
     shipped = CONFIG_DIR / f"{Path(str(name_or_path)).stem}.yaml"
     if path.suffix in ("", ".yaml") and len(path.parts) == 1 and shipped.is_file():
         return shipped
-    from nas.registry import did_you_mean
+    from nas.core.registry import did_you_mean
     raise ConfigError(f"{name_or_path}: no such config file or shipped config"
                       f"{did_you_mean(path.stem, shipped_configs())}; shipped: {', '.join(shipped_configs())}")
 

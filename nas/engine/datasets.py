@@ -12,15 +12,14 @@ import gzip
 import os
 import pickle
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nas.errors import DataError, clip
-from nas.rng import torch_generator
+from nas.core.errors import DataError, clip
+from nas.core.rng import torch_generator
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 DATASETS = ("fashion_mnist", "cifar10", "cifar100", "imagefolder")

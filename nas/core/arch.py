@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 from typing import Union
 
-from nas import yaml_io
-from nas.errors import ArchError, ConfigError
+from nas.core import yaml_io
+from nas.core.errors import ArchError, ConfigError
+from nas.core.files import write_text
 
 Value = Union[int, float, str]
 Arch = dict[str, Value]
@@ -25,19 +26,6 @@ def arch_json(arch: Arch) -> str:
 def arch_id(canonical_arch: Arch) -> str:
     """First 10 hex digits of sha1 of the canonical arch as sorted-key JSON."""
     return hashlib.sha1(arch_json(canonical_arch).encode()).hexdigest()[:10]
-
-
-def describe(arch: Arch, width: int = 100) -> str:
-    """A compact human-readable rendering, `key=value` pairs wrapped at `width` columns."""
-    parts = [f"{k}={v}" for k, v in arch.items()]
-    lines, line = [], ""
-    for part in parts:
-        if line and len(line) + 1 + len(part) > width:
-            lines.append(line)
-            line = part
-        else:
-            line = f"{line} {part}" if line else part
-    return "\n".join(lines + [line])
 
 
 def read_arch_file(path: str | Path) -> Arch:
@@ -61,6 +49,4 @@ def read_arch_file(path: str | Path) -> Arch:
 
 def write_arch_file(arch: Arch, path: str | Path) -> Path:
     """Write an arch as a bare YAML mapping (the format `--arch FILE` reads)."""
-    path = Path(path)
-    path.write_text(yaml_io.dumps(dict(arch)))
-    return path
+    return write_text(path, yaml_io.dumps(dict(arch)))

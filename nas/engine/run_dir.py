@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from nas.errors import RunError
+from nas.core.errors import RunError
 
 DEFAULT_RUNS_DIR = "runs"
 
@@ -100,10 +99,3 @@ def environment() -> dict:
             "platform": platform.platform(), "cpu": cpu_model(), "cpu_count": os.cpu_count(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
-
-
-def write_json(path: Path, data: object) -> None:
-    """Write JSON atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)

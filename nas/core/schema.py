@@ -12,8 +12,8 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from nas.errors import ConfigError, clip
-from nas.registry import did_you_mean
+from nas.core.errors import ConfigError, clip
+from nas.core.registry import did_you_mean
 
 _MISSING = object()
 

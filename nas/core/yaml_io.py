@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from nas.errors import ConfigError, clip
+from nas.core.errors import ConfigError, clip
 
 _FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                           |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)

@@ -13,12 +13,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from nas.arch import arch_id
-from nas.bn import recalibrate_bn
-from nas.config import EvalConfig
-from nas.data import calibration_batches, eval_batches
-from nas.datasets import ImageSplits
-from nas.errors import NasError
+from nas.core.arch import arch_id
+from nas.core.config import EvalConfig
+from nas.core.errors import NasError
+from nas.engine.bn import recalibrate_bn
+from nas.engine.data import calibration_batches, eval_batches
+from nas.engine.datasets import ImageSplits
 
 SPLITS = ("val", "test")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, is_dataclass
 from importlib import metadata
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from nas.errors import RegistryError
+from nas.core.errors import RegistryError
 
 T = TypeVar("T")
 PLUGIN_GROUP = "nas.plugins"

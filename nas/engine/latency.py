@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import json
 import math
-import os
 import platform
 import random
 import statistics
@@ -36,8 +34,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 from torch import nn
 
-from nas.arch import Arch, arch_id
-from nas.errors import RunError, SearchError
+from nas.core.arch import Arch, arch_id
+from nas.core.errors import RunError, SearchError
+from nas.core.files import write_json
 from search_spaces.base import ArchSpace, LayerCost, Supernet
 
 FORMAT_VERSION = 1
@@ -69,12 +68,6 @@ class LatencyRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"median_ms": self.median_ms, "p90_ms": self.p90_ms, "device": asdict(self.device)}
-
-
-def space_fingerprint(space: ArchSpace) -> str:
-    """First 12 hex digits of sha1 of the space's name and choices (detects another space)."""
-    text = json.dumps([space.name, {k: list(v) for k, v in space.choices().items()}], sort_keys=True)
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def _cpu_name() -> str:
@@ -215,7 +208,7 @@ class LatencyTable:
 
     def check_space(self, space: ArchSpace) -> None:
         """Raise `SearchError` unless the table was built for `space` (same choices)."""
-        if (self.space, self.space_fingerprint) != (space.name, space_fingerprint(space)):
+        if (self.space, self.space_fingerprint) != (space.name, space.fingerprint()):
             raise SearchError(f"latency table {self.path or ''} was built for another space "
                               f"({self.space}, {self.space_fingerprint}); rebuild it with "
                               f"`nas latency-table RUN --device {self.device.device} --batch {self.device.batch_size}`")
@@ -229,9 +222,7 @@ class LatencyTable:
         """Write the table as JSON (atomically)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        os.replace(tmp, path)
+        write_json(path, self.to_dict(), indent=1)
         self.path = path
         return path
 
@@ -313,7 +304,7 @@ def build_table(supernet: Supernet, archs: Sequence[Mapping[str, Any]], device: 
     record = device_record(device, threads, dtype, batch_size, channels_last)
     with _threads(record.threads):
         _measure_layers(supernet, archs, by_arch, record, entries, dtype, warmup, repeats, progress, len(todo))
-        table = LatencyTable(space.name, space_fingerprint(space), record, entries, warmup=warmup, repeats=repeats)
+        table = LatencyTable(space.name, space.fingerprint(), record, entries, warmup=warmup, repeats=repeats)
         _fit_constant(table, supernet, archs, fit_archs, dtype, channels_last)
     return table
 

@@ -10,10 +10,9 @@ import contextlib
 import json
 import math
 import signal
-import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -21,14 +20,22 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 from torch import nn
 
-from nas.checkpoint import BEST, LAST, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from nas.config import RunConfig, TrainConfig
-from nas.data import Augment, steps_per_epoch, train_batches
-from nas.datasets import ImageSplits
-from nas.distributed import DistEnv, all_reduce_mean
-from nas.errors import CheckpointError, TrainingDiverged
-from nas.evaluator import Evaluator
-from nas.run_dir import RunDir
+from nas.core.config import RunConfig, TrainConfig
+from nas.core.errors import CheckpointError, TrainingDiverged
+from nas.engine.checkpoint import (
+    BEST,
+    LAST,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from nas.engine.data import Augment, steps_per_epoch, train_batches
+from nas.engine.datasets import ImageSplits
+from nas.engine.distributed import DistEnv, all_reduce_mean
+from nas.engine.evaluator import Evaluator
+from nas.engine.run_dir import RunDir
+from nas.engine.train_logging import TrainLogger
 from supernets.base import StepIO, Strategy
 
 _SGD_NAMES = ("sgd", "nesterov", "momentum")
@@ -67,7 +74,6 @@ class TrainState:
     step: int = 0
     elapsed: float = 0.0
     best_score: float = -1.0
-    history: list = field(default_factory=list)
 
 
 class Trainer:
@@ -224,8 +230,6 @@ class Trainer:
 
     def fit(self) -> TrainState:
         """Train to `total_steps`; returns the final state (also when stopped by a signal)."""
-        from nas.train_logging import TrainLogger
-
         logger = TrainLogger(self, enabled=self.env.is_main)
         last_save, last_save_time = self.state.step, time.monotonic()
         with self._signals(), logger:
@@ -257,7 +261,6 @@ class Trainer:
                   for role, arch in self.strategy.monitored_archs().items()}
         record = {"epoch": epoch, "step": self.state.step, "elapsed_s": round(self.state.elapsed, 1),
                   **{f"val_top1_{role}": score for role, score in scores.items()}}
-        self.state.history.append(record)
         logger.epoch(record)
         if self.env.is_main:
             with open(self.run.metrics, "a") as f:
@@ -266,14 +269,3 @@ class Trainer:
         if mean > self.state.best_score:
             self.state.best_score = mean
             self.save(BEST)
-
-
-def interrupted_message(run: RunDir, signum: int, step: int) -> str:
-    """The line printed when a signal stops training."""
-    name = signal.Signals(signum).name
-    return (f"{name}: stopped at step {step}, checkpoint saved; resume with: "
-            f"nas train {run.config} --name {run.name} --runs-dir {run.root.parent} --resume")
-
-
-def print_line(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)

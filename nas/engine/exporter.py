@@ -6,8 +6,6 @@ Files (CONTRACT.md §7), written directly in the output directory:
 """
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,8 +13,9 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from nas.arch import arch_id, write_arch_file
-from nas.costs import parameter_count
+from nas.core.arch import arch_id, write_arch_file
+from nas.core.files import write_json
+from nas.engine.counting import parameter_count
 from search_spaces.base import Supernet
 
 MAX_BATCH = 1 << 16
@@ -43,12 +42,6 @@ def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str,
             supernet.set_active(previous)
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path,
                 metrics: Mapping[str, Any] | None = None, preprocessing: Mapping[str, Any] | None = None,
                 tolerance: float = 1e-5) -> dict:
@@ -73,11 +66,11 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
     write_arch_file(arch, out_dir / "arch.yaml")
     timm_config = supernet.timm_config(arch)
     if timm_config is not None:
-        _write_json(out_dir / "timm.json", timm_config)
+        write_json(out_dir / "timm.json", timm_config)
     macs = space.macs(arch)
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
               "max_abs_difference": difference, **dict(metrics or {})}
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)
-    _write_json(out_dir / "metrics.json", record)
+    write_json(out_dir / "metrics.json", record)
     return record

@@ -1,0 +1,65 @@
+"""`pareto.json` and `pareto.png` of a search: the fronts of accuracy against each cost."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from nas.core.files import atomic_file, write_json
+from nas.core.pareto import OBJECTIVE, Record, front
+
+_UNITS = {"macs": ("MACs (M)", 1e6), "params": ("parameters (M)", 1e6), "latency_ms": ("latency (ms)", 1.0)}
+
+
+def _point(record: Record) -> dict[str, Any]:
+    keys = ("trial", "arch_id", OBJECTIVE, "macs", "params", "latency_ms")
+    return {key: record[key] for key in keys if key in record}
+
+
+def pareto_data(records: Sequence[Record], costs: Sequence[str], budgets: Mapping[str, float | None]) -> dict:
+    """The content of `pareto.json` (see `write_pareto`)."""
+    return {"objective": OBJECTIVE, "costs": list(costs),
+            "budgets": {cost: budgets.get(cost) for cost in costs},
+            "evaluated": len(records),
+            "fronts": {cost: [_point(r) for r in front(records, cost)] for cost in costs}}
+
+
+def write_pareto(out_dir: Path, records: Sequence[Record], costs: Sequence[str],
+                 budgets: Mapping[str, float | None], plot: bool = True) -> dict:
+    """Write `pareto.json` (and `pareto.png` when `plot`); returns the JSON data.
+
+    `pareto.json` = `{"objective": "val_top1", "costs": [...], "budgets": {cost: budget or
+    null}, "evaluated": n, "fronts": {cost: [{"trial", "arch_id", "val_top1", "macs",
+    "params", "latency_ms"?}, ...]}}`, each front sorted by increasing cost.
+    """
+    data = pareto_data(records, costs, budgets)
+    write_json(out_dir / "pareto.json", data)
+    if plot and records:
+        plot_pareto(out_dir / "pareto.png", records, costs, budgets)
+    return data
+
+
+def plot_pareto(path: Path, records: Sequence[Record], costs: Sequence[str],
+                budgets: Mapping[str, float | None]) -> None:
+    """One panel per cost: every result grey, the front highlighted, the budget dashed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, axes = plt.subplots(1, len(costs), figsize=(5 * len(costs), 4), squeeze=False)
+    for ax, cost in zip(axes[0], costs):
+        label, scale = _UNITS.get(cost, (cost, 1.0))
+        ax.scatter([r[cost] / scale for r in records], [100 * r[OBJECTIVE] for r in records],
+                   s=12, color="0.65", label=f"evaluated ({len(records)})")
+        best = front(records, cost)
+        ax.plot([r[cost] / scale for r in best], [100 * r[OBJECTIVE] for r in best], "o-",
+                color="tab:red", markersize=5, label=f"Pareto front ({len(best)})")
+        if budgets.get(cost) is not None:
+            ax.axvline(budgets[cost] / scale, color="tab:blue", linestyle="--", label="budget")
+        ax.set_xlabel(label)
+        ax.set_ylabel("validation top-1 (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, dpi=100, format="png")
+    plt.close(fig)

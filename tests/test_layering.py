@@ -1,0 +1,72 @@
+"""Imports run one way: core <- plugins <- engine <- api <- cli (checked on the source, statically)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("nas", "search_spaces", "supernets", "searchers")
+
+# layer -> the first-party layers it may import (besides itself)
+ALLOWED = {
+    "nas.core": set(),
+    "search_spaces": {"nas.core"},
+    "supernets": {"nas.core", "search_spaces"},
+    "searchers": {"nas.core", "search_spaces"},
+    "nas.engine": {"nas.core", "search_spaces", "supernets", "searchers"},
+    "nas.api": {"nas.core", "nas.engine", "search_spaces", "supernets", "searchers"},
+    "nas.cli": {"nas.core", "nas.api", "nas.engine"},
+    "nas.__main__": {"nas.cli"},
+    "nas": {"nas.api"},   # the package __init__ loads the API lazily
+}
+
+
+def layer_of(module: str) -> str | None:
+    for layer in sorted(ALLOWED, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return None
+
+
+def first_party_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    # `from nas import api` imports nas.api; the bare package (a lazy __init__) is no layer
+    return {name for name in found if name.split(".")[0] in PACKAGES and name != "nas"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def test_every_import_points_down_the_layers():
+    problems = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            here = layer_of(module_name(path))
+            assert here is not None, path
+            for imported in first_party_imports(path):
+                target = layer_of(imported)
+                if target is None or target == here or target in ALLOWED[here]:
+                    continue
+                problems.append(f"{path.relative_to(ROOT)} ({here}) imports {imported} ({target})")
+    assert not problems, "\n".join(problems)
+
+
+def test_importing_the_vocabulary_loads_no_engine():
+    import subprocess
+    import sys
+
+    code = ("import sys, nas.core.arch, nas.core.config, search_spaces, supernets, searchers; "
+            "print(sorted(m for m in sys.modules if m.startswith(('nas.engine', 'nas.api'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
