@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -72,7 +73,9 @@ class OptimizerConfig:
     eps: float | None = None
 
     def __post_init__(self) -> None:
-        problems = []
+        problems = [f"{key}: must be a finite number, got {getattr(self, key)}"
+                    for key in ("lr", "momentum", "weight_decay", "eps")
+                    if getattr(self, key) is not None and not math.isfinite(getattr(self, key))]
         if self.lr <= 0:
             problems.append(f"lr: must be > 0, got {self.lr}")
         if self.weight_decay < 0:
@@ -93,8 +96,12 @@ class SchedulerConfig:
     decay_steps: int | None = None   # step schedule period (None: a third of the run)
 
     def __post_init__(self) -> None:
+        problems = [f"{key}: must be a finite number, got {getattr(self, key)}"
+                    for key in ("warmup_lr", "min_lr", "decay_rate") if not math.isfinite(getattr(self, key))]
         if self.warmup_steps < 0:
-            raise ConfigError(f"warmup_steps: must be >= 0, got {self.warmup_steps}")
+            problems.append(f"warmup_steps: must be >= 0, got {self.warmup_steps}")
+        if problems:
+            raise ConfigError(problems)
 
 
 @dataclass(frozen=True)
@@ -280,15 +287,33 @@ def build_config(raw: dict, source: str = "<dict>", overridden: tuple[str, ...] 
     top = _plugin(STRATEGIES, strategy, "strategy", problems)
     body = convert_dataclass(_RunBody, raw, "", problems)
     if problems:
-        def source_of(path: str) -> str:
-            plain = path.replace(".options.", ".")
-            hit = any(p == plain or plain.startswith(p + ".") or p.startswith(plain + ".")
-                      for p in (o.replace(".options.", ".") for o in overridden)) if path else False
-            return "--set" if hit else source
-        raise ConfigError(problems.lines(source_of))
+        raise ConfigError(problems.lines(lambda path, section: _blame(path, section, source, overridden)))
     return RunConfig(space=plugins["space"], data=body.data, train=body.train, eval=body.eval,
                      strategy=StrategyConfig(top.name, top.options, strategy_plugins["sampler"],
                                              strategy_plugins["distill"]), source=source)
+
+
+def _plain_path(path: str) -> str:
+    return path.replace(".options.", ".").replace(".options", "")
+
+
+def _blame(path: str, section: str | None, source: str, overridden: tuple[str, ...]) -> str:
+    """`--set` when a problem concerns an overridden key, else the config file.
+
+    A problem names one key (`train.optimizer.lr`) or several of one section
+    (`train.epochs, steps`); a section's own check (`section` is its path) can also be caused
+    by an override of another of its keys: it is blamed on that `--set KEY`.
+    """
+    head, _, last = _plain_path(path).rpartition(".")
+    named = [f"{head}.{key}" if head else key for key in last.split(", ")] if path else []
+    keys = [_plain_path(o) for o in overridden]
+    if any(k == n or n.startswith(k + ".") or k.startswith(n + ".") for k in keys for n in named):
+        return "--set"
+    if section is not None:
+        inside = [o for o, k in zip(overridden, keys) if k.startswith(_plain_path(section) + ".")]
+        if inside:
+            return f"--set {inside[0]}"
+    return source
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
 """Exceptions of `nas`: every user-facing failure derives from `NasError`.
 
 The CLI prints a `NasError` as one line per problem (at most three) and exits with its
-`exit_code` (2: bad input). Anything else is an internal failure (exit code 1).
+`exit_code` (2: bad input). An `OSError` that reaches the CLI (a disk that filled up while
+writing, an I/O error) is printed as one line naming its path and exits 1: paths the user
+gives are checked first and reported as `NasError`s naming the flag. Anything else is an
+internal failure (exit code 1, with a traceback).
 """
 from __future__ import annotations
 
@@ -15,10 +18,28 @@ def clip(value: object, limit: int = MAX_ECHO) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 tensor`, `3 tensors`."""
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def clip_words(text: str, limit: int = 160) -> str:
+    """The first line of `text`, cut at a word boundary to at most `limit` characters ("...")."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 3].rstrip()
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space].rstrip(" ,;:")
+    return cut + "..."
+
+
 class NasError(Exception):
     """Base class of all errors `nas` reports to users."""
 
     exit_code = 2
+    label = "error"     # what the CLI prints before the message
 
     def lines(self) -> list[str]:
         """The problems as one line each, as the CLI prints them."""
@@ -56,11 +77,25 @@ class RunError(NasError):
     """A run directory that does not exist or cannot be used as asked."""
 
 
+class PathError(NasError):
+    """A folder or file the user named that cannot be written or read as asked (names the flag)."""
+
+
 class SearchError(NasError):
     """A search that cannot proceed (unsatisfiable budget, exhausted retries)."""
 
 
 class TrainingDiverged(NasError):
-    """A non-finite loss stopped training; the last good checkpoint is kept."""
+    """A non-finite loss or weights stopped training; the last good checkpoint is kept."""
 
     exit_code = 1
+
+
+class Interrupted(NasError):
+    """SIGINT or SIGTERM stopped a run after it saved its state; exit code 128 + signal number."""
+
+    label = "stopped"
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum

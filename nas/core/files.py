@@ -1,15 +1,23 @@
-"""Atomic file writes: a temporary file beside the target, then one rename.
+"""Atomic writes: a temporary file (or folder) beside the target, then one rename.
 
 A reader (or a process killed mid-write) sees the old file or the new one, never half of
 one. Temporary names carry the process id because several search workers share a folder.
+`check_writable` is the check before long work: can the folder be written, is there room.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
+
+from nas.core.errors import PathError
+
+MIN_FREE_BYTES = 16 << 20     # room every writing command asks for beyond its own estimate
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -18,6 +26,13 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _with_path(error: OSError, path: Path) -> OSError:
+    """`error` naming `path` (writes through a file object raise OSErrors without a file name)."""
+    if error.filename is not None:
+        return error
+    return type(error)(error.errno, error.strerror or str(error), str(path))
 
 
 @contextmanager
@@ -36,6 +51,8 @@ def atomic_file(path: str | Path, mode: str = "w", durable: bool = False) -> Ite
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        raise _with_path(e, path) from e
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -53,3 +70,118 @@ def write_text(path: str | Path, text: str) -> Path:
 def write_json(path: str | Path, data: Any, indent: int | None = 2) -> Path:
     """Replace `path` with `data` as JSON (newline-terminated) atomically."""
     return write_text(path, json.dumps(data, indent=indent) + "\n")
+
+
+# -- folders ------------------------------------------------------------------------------
+@contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """SIGINT/SIGTERM wait until the block ends (the two renames of a folder swap)."""
+    signals = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _leftovers(path: Path, suffix: str) -> list[Path]:
+    """`.NAME.<pid>.<suffix>` folders beside `path` left by processes that are gone."""
+    if not path.parent.is_dir():
+        return []
+    prefix, end, found = f".{path.name}.", f".{suffix}", []
+    for candidate in path.parent.iterdir():
+        name = candidate.name
+        pid = name[len(prefix): -len(end)] if name.startswith(prefix) and name.endswith(end) else ""
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            found.append(candidate)
+    return found
+
+
+def recover_dir(path: str | Path) -> None:
+    """Undo what a process killed inside `atomic_dir` left: put a moved-aside folder back
+    (killed between the two renames) and remove unfinished temporary folders."""
+    path = Path(path)
+    for old in _leftovers(path, "old"):
+        if not path.exists():
+            os.rename(old, path)
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+    for tmp in _leftovers(path, "tmp"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Fill a temporary folder beside `path`; it replaces `path` when the block ends without an error.
+
+    The files are fsynced, then the old folder (if any) is moved aside, the new one renamed
+    into place and the old one removed; SIGINT/SIGTERM are held during the two renames. A
+    process killed at any point leaves the old folder or the complete new one at `path`
+    (`recover_dir`, run first, puts back a folder a SIGKILL left moved aside).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recover_dir(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        for child in tmp.iterdir():
+            if child.is_file():
+                with open(child, "rb") as f:
+                    os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        with _signals_blocked():
+            if path.exists():
+                os.rename(path, old)
+            os.rename(tmp, path)
+        _fsync_dir(path.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def format_bytes(count: float) -> str:
+    """`1.5 GiB`, `12 MiB`, `800 B`."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.3g} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_writable(folder: str | Path, flag: str, need_bytes: int = 0) -> Path:
+    """Raise `PathError` naming `flag` unless files can be written in `folder` (created later if
+    missing) and its file system has `need_bytes` + `MIN_FREE_BYTES` free; returns `folder`."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise PathError(f"{flag}: {existing} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".nas-probe-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise PathError(f"{flag}: cannot write in {existing} ({e.strerror})") from e
+    free = shutil.disk_usage(existing).free
+    need = need_bytes + MIN_FREE_BYTES
+    if free < need:
+        raise PathError(f"{flag}: {existing} has {format_bytes(free)} free, {format_bytes(need)} needed; "
+                        f"free some space or choose another folder")
+    return folder

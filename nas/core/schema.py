@@ -8,6 +8,7 @@ records `key.path: problem` lines. Checks that need several fields live in the d
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any, Literal, Union
@@ -19,14 +20,25 @@ _MISSING = object()
 
 
 class Problems(list):
-    """(key path, problem) pairs gathered during one conversion."""
+    """(key path, problem) pairs gathered during one conversion.
 
-    def add(self, path: str, problem: str) -> None:
+    `sections` maps the index of a problem found by a section's own check (`__post_init__`,
+    which may involve several of its keys) to that section's path.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sections: dict[int, str] = {}
+
+    def add(self, path: str, problem: str, section: str | None = None) -> None:
+        if section is not None:
+            self.sections[len(self)] = section
         self.append((path, problem))
 
-    def lines(self, source_of: "typing.Callable[[str], str]") -> list[str]:
-        """`SOURCE: key.path: problem` lines; `source_of(path)` names the file or `--set`."""
-        return [f"{source_of(path)}: {path + ': ' if path else ''}{problem}" for path, problem in self]
+    def lines(self, source_of: "typing.Callable[[str, str | None], str]") -> list[str]:
+        """`SOURCE: key.path: problem` lines; `source_of(path, section)` names the file or `--set`."""
+        return [f"{source_of(path, self.sections.get(i))}: {path + ': ' if path else ''}{problem}"
+                for i, (path, problem) in enumerate(self)]
 
 
 def _join(path: str, key: object) -> str:
@@ -96,7 +108,7 @@ def _convert_scalar(tp: type, value: Any, path: str, problems: Problems) -> Any:
         if isinstance(value, float) and value.is_integer():
             return int(value)
     elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
             return float(value)
     elif tp is str:
         if isinstance(value, str):
@@ -134,9 +146,9 @@ def convert_dataclass(cls: type, data: Any, path: str, problems: Problems) -> An
         for line in e.problems:
             field, sep, problem = line.partition(": ")
             if sep and field.split("[")[0].split(", ")[0] in fields:
-                problems.add(_join(path, field), problem)
+                problems.add(_join(path, field), problem, section=path)
             else:
-                problems.add(path, line)
+                problems.add(path, line, section=path)
         return _MISSING
 
 

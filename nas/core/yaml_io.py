@@ -21,8 +21,23 @@ _FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                           |\.(?:nan|NaN|NAN))$""", re.X)
 
 
+MAX_DEPTH = 100          # nesting levels of collections (deeper documents exhaust the recursive parser)
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader with duplicate-key rejection and exponent floats without a dot."""
+    """SafeLoader with duplicate-key rejection, exponent floats without a dot and bounded nesting."""
+
+    depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 _StrictLoader.yaml_implicit_resolvers = {
@@ -68,12 +83,38 @@ def _problem(error: yaml.YAMLError) -> str:
     return f"{context}, {problem}" if context and "duplicate" not in problem else problem
 
 
+MAX_VALUES = 100_000     # values of a document once aliases are expanded (a few aliases can make billions)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Values `node` stands for with every alias expanded (each distinct node is visited once)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 0          # a node that contains itself counts once
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(_expanded_size(child, sizes) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+        else:
+            total = 1
+        sizes[id(node)] = min(total, MAX_VALUES + 1)
+    return sizes[id(node)]
+
+
 def loads(text: str, source: str = "<string>") -> Any:
     """Parse YAML text strictly; errors name `source`, line and column."""
+    loader = _StrictLoader(text)
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict safe loader
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}) > MAX_VALUES:
+            raise ConfigError(f"{source}: expands to more than {MAX_VALUES:,} values (aliases of aliases?); "
+                              f"write the values out")
+        return loader.construct_document(node)
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: {_where(e)}{_problem(e)}") from e
+    finally:
+        loader.dispose()
 
 
 def load_mapping(path: str | Path) -> dict:
