@@ -5,9 +5,10 @@ CLI is a thin layer over it.
 """
 from __future__ import annotations
 
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 
@@ -15,14 +16,15 @@ from nas.core import yaml_io
 from nas.core.amounts import format_amount
 from nas.core.arch import Arch, arch_id, read_arch_file
 from nas.core.config import RunConfig, load_config, parse_overrides
-from nas.core.errors import CheckpointError, ConfigError, RunError
-from nas.core.files import write_json
+from nas.core.errors import CheckpointError, ConfigError, RunError, clip_words
+from nas.core.files import check_writable, write_json, write_text
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
-from nas.engine.checkpoint import LAST, load_checkpoint
+from nas.engine.checkpoint import LAST, check_config, load_checkpoint, state_dict_mismatch
 from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
-from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run
+from nas.engine.locks import LOCK_FILE, folder_lock
+from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, environment, find_run
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy
 
@@ -98,43 +100,96 @@ def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> R
     return saved
 
 
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(p.name != LOCK_FILE for p in folder.iterdir())
+
+
+def check_resume(run: RunDir, resume: bool, checkpoint: str = LAST) -> str | None:
+    """What `nas train` may do with `run`: the checkpoint to resume from, or None to start at step 0.
+
+    A new run must not exist yet; `--resume` needs `checkpoints/<checkpoint>`, except for a
+    run stopped before its first checkpoint and epoch (nothing to lose: it starts over).
+    """
+    if not resume:
+        if checkpoint != LAST:
+            raise ConfigError("--checkpoint: only with --resume (which checkpoint to continue from)")
+        if _has_files(run.root):
+            raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose another --name")
+        return None
+    check_name(checkpoint, "--checkpoint")
+    if not run.config.is_file():
+        raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
+    if (run.checkpoints / checkpoint).is_file():
+        return checkpoint
+    present = sorted(p.name for p in run.checkpoints.glob("*.pt")) if run.checkpoints.is_dir() else []
+    logged = run.metrics.is_file() and run.metrics.stat().st_size > 0
+    if checkpoint == LAST and not present and not logged:
+        return None
+    there = ", ".join(present) if present else "no checkpoint, but metrics.jsonl"
+    hint = f"resume from {present[-1]} with --resume --checkpoint {present[-1]}, or " if present else ""
+    raise RunError(f"--resume: {run.checkpoints} has no {checkpoint} (there: {there}); {hint}start a new run "
+                   f"with another --name")
+
+
+def checkpoint_bytes(model: torch.nn.Module) -> int:
+    """Room for last.pt, best.pt and one being written, with optimiser states of up to 2 slots."""
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return 3 * 3 * weights
+
+
+@contextmanager
+def _open_run(run: RunDir, config: RunConfig, resume: bool, model: torch.nn.Module) -> Iterator[None]:
+    """Rank 0: check the folder can hold the run, lock it, write config.yaml and environment.json."""
+    check_writable(run.root, "--runs-dir", checkpoint_bytes(model))
+    with folder_lock(run.root, "run"):
+        if not resume:
+            if run.config.exists():    # another process created it since check_resume
+                raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose "
+                               f"another --name")
+            write_text(run.config, f"# nas train {run.config} --name {run.name} --resume\n"
+                       + yaml_io.dumps(config.to_dict()))
+        write_json(run.environment, environment())
+        yield
+
+
 def train(config: RunConfig, name: str | None = None, resume: bool = False,
-          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True) -> RunDir:
-    """Train a supernet; returns its run directory. `resume` continues `runs_dir/name`."""
+          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True, checkpoint: str = LAST) -> RunDir:
+    """Train a supernet; returns its run directory. `resume` continues `runs_dir/name` from
+    `checkpoints/<checkpoint>`.
+
+    Nothing is created before the name, the data and the config have been checked; the run
+    folder is locked while training (rank 0 holds the lock under torchrun).
+
+    Raises:
+        Interrupted: SIGINT or SIGTERM stopped training (after writing its checkpoint).
+    """
     from nas.engine.trainer import Trainer
 
     env = detect()
     init_process_group(env)
     if config.train.threads is not None:
         torch.set_num_threads(config.train.threads)
-    run = RunDir(Path(runs_dir) / (name if name is not None else _default_name(config)))
-    if resume:
-        if not run.config.is_file():
-            raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
-    elif run.root.exists() and any(run.root.iterdir()):
-        raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose another --name")
-    barrier()     # every rank has checked before rank 0 creates anything
-    if env.is_main:
-        run.root.mkdir(parents=True, exist_ok=True)
-        if not resume:
-            run.config.write_text(f"# nas train {run.config} --name {run.name} --resume\n"
-                                  + yaml_io.dumps(config.to_dict()))
-        write_json(run.environment, environment())
+    run = RunDir(Path(runs_dir) / check_name(name if name is not None else _default_name(config)))
+    start = check_resume(run, resume, checkpoint)
     splits = load_splits(config)
     supernet = build_supernet(config)
     strategy = build_strategy(config, supernet)
-    strategy.set_cache_dir(run.root)
+    barrier()     # every rank has checked before rank 0 creates anything
+    with ExitStack() as stack:
+        if env.is_main:
+            stack.enter_context(_open_run(run, config, resume, supernet))
+        strategy.set_cache_dir(run.root)
 
-    def make_evaluator(step: int) -> Evaluator:
-        return Evaluator(strategy.subnet_for, supernet.space.canonical, splits, config.eval,
-                         config.train.seed, step, config.train.channels_last)
+        def make_evaluator(step: int) -> Evaluator:
+            return Evaluator(strategy.subnet_for, supernet.space.canonical, splits, config.eval,
+                             config.train.seed, step, config.train.channels_last)
 
-    barrier()
-    trainer = Trainer(config, strategy, splits, run, env, progress, make_evaluator)
-    if resume and (run.checkpoints / LAST).is_file():
-        trainer.resume()
-    trainer.fit()
-    barrier()
+        barrier()
+        trainer = Trainer(config, strategy, splits, run, env, progress, make_evaluator)
+        if start is not None:
+            trainer.resume(start)
+        trainer.fit()
+        barrier()
     return run
 
 
@@ -179,16 +234,27 @@ def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, 
     if not path.is_file():
         raise CheckpointError(f"RUN: {run_dir.root} has no checkpoint {path.name} yet (train it with nas train)")
     state = load_checkpoint(path)
+    check_config(state, config, path, run_dir.config)
     supernet = build_supernet(config)
-    try:
-        supernet.load_state_dict(state["model"])
-    except RuntimeError as e:
-        raise CheckpointError(f"{path}: weights do not match {run_dir.config}: {str(e).splitlines()[0][:160]}") from e
+    load_weights(supernet, state, path, run_dir.config)
     strategy = build_strategy(config, supernet)
     strategy.load_state_dict(state.get("strategy", {}))
     memory_format = torch.channels_last if config.train.channels_last else torch.contiguous_format
     supernet.to(memory_format=memory_format).eval()
     return Run(run_dir, config, supernet, strategy, int(state["step"]), path)
+
+
+def load_weights(module: torch.nn.Module, state: Mapping[str, Any], path: Path, config_path: Path) -> None:
+    """Load `state["model"]` into `module`; a mismatch names its first missing, unexpected or
+    mis-shaped keys."""
+    detail = state_dict_mismatch(module.state_dict(), state.get("model"))
+    if not detail:
+        try:
+            module.load_state_dict(state["model"])
+            return
+        except (RuntimeError, ValueError, TypeError) as e:
+            detail = clip_words(str(e) or type(e).__name__)
+    raise CheckpointError(f"{path}: weights do not match {config_path} ({detail})")
 
 
 def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
@@ -213,10 +279,11 @@ def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> dic
 
 def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | None = None) -> dict[str, Any]:
     """Recalibrate BN, evaluate, and export `arch` to `out` (default `runs/NAME/export/<arch_id>`)."""
-    from nas.engine.exporter import save_export
+    from nas.engine.exporter import check_export_dir, save_export
 
     arch = resolve_arch(run.space, arch)
     out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
+    check_export_dir(out_dir, "--out" if out is not None else "RUN", run.space.params(arch))
     val = run.evaluator.evaluate(arch, "val")
     test = run.evaluator.evaluate(arch, "test")
     module = run.evaluator.prepared(arch)     # recalibrated statistics are what gets exported
@@ -262,8 +329,14 @@ def resolve_budget(value: str | float | None, low: float, high: float, flag: str
 def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | None = None,
                   progress: bool = True) -> Path:
     """Measure every distinct layer configuration of the run's space on `device` (`nas latency-table`)."""
+    from nas.engine.devices import resolve_device
     from nas.engine.latency import write_latency_table
 
+    device = str(resolve_device(device, "--device"))
+    for flag, value in (("--batch", batch), ("--threads", threads)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag}: must be >= 1, got {value}")
+    check_writable(run.dir.root / "latency", "RUN")      # before minutes of measuring
     supernet = run.supernet.to(memory_format=torch.contiguous_format)
     bar = None
     if progress:
@@ -300,21 +373,17 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device`/`batch` (built first if missing)
     and the winner is measured to report the table's error.
     """
-    from nas.engine.latency import LatencyTable, table_filename
     from nas.engine.search_runner import Constraints, run_search
 
+    device = _check_search_arguments(device, batch, workers)
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
                               resolve_budget(max_params, low[1], high[1], "--max-params"), max_latency_ms)
-    table = None
-    if max_latency_ms is not None:
-        path = run.dir.root / "latency" / table_filename(device, batch)
-        if not path.is_file():
-            print(f"building the latency table {path} first (nas latency-table {run.dir.name} --device {device} "
-                  f"--batch {batch})", file=__import__("sys").stderr)
-            latency_table(run, device, batch, progress=progress)
-        table = LatencyTable.load(path)
+    if out is None and study is not None:
+        check_name(study, "--study")      # the search folder's name
     out_dir = Path(out) if out is not None else run.dir.search(_search_id(searcher, constraints, seed, study))
+    check_writable(out_dir, "--out" if out is not None else "RUN")
+    table = _search_table(run, device, batch, progress) if max_latency_ms is not None else None
     if workers > 1:
         storage, study = _run_workers(run, searcher, workers, out_dir, storage, study, trials, seed, options,
                                       {"--max-macs": max_macs, "--max-params": max_params,
@@ -328,6 +397,29 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
                       constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
                       study=study, worker=worker, latency=table,
                       export=run.supernet.export if table is not None else None, progress=progress)
+
+
+def _check_search_arguments(device: str, batch: int, workers: int) -> str:
+    """The canonical `--device` (`cpu`, `cuda:0`), after checking the process-level flags."""
+    from nas.engine.devices import resolve_device
+
+    if workers < 1:
+        raise ConfigError(f"--workers: must be >= 1, got {workers}")
+    if batch < 1:
+        raise ConfigError(f"--batch: must be >= 1, got {batch}")
+    return str(resolve_device(device, "--device"))
+
+
+def _search_table(run: Run, device: str, batch: int, progress: bool) -> Any:
+    """The run's latency table for `device`/`batch`, measured first if missing."""
+    from nas.engine.latency import LatencyTable, table_filename
+
+    path = run.dir.root / "latency" / table_filename(device, batch)
+    if not path.is_file():
+        print(f"building the latency table {path} first (nas latency-table {run.dir.name} --device {device} "
+              f"--batch {batch})", file=__import__("sys").stderr)
+        latency_table(run, device, batch, progress=progress)
+    return LatencyTable.load(path)
 
 
 def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: str | None, study: str | None,
@@ -349,7 +441,7 @@ def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: 
     study = study if study is not None else out_dir.name
     command = [sys.executable, "-m", "nas", "search", str(run.dir.root.resolve()), "--searcher", searcher,
                "--trials", str(trials), "--seed", str(seed), "--storage", storage, "--study", study,
-               "--out", str(out_dir), "--checkpoint", run.checkpoint.name, "--quiet"]
+               "--out", str(out_dir), "--checkpoint", str(run.checkpoint.resolve()), "--quiet"]
     for flag, value in flags.items():
         if value is not None:
             command += [flag, str(value)]

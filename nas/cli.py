@@ -1,7 +1,11 @@
 """`nas` command line: one thin subcommand per `nas.api` function.
 
 Bad input prints at most three one-line problems on stderr and exits 2; internal failures
-exit 1 with a traceback; `--json` prints a machine-readable result on stdout.
+exit 1 with a traceback; `--json` prints a machine-readable result on stdout. A training
+stopped by SIGINT/SIGTERM exits 130/143 once its checkpoint is written. An `OSError` that
+gets this far (paths the user gives are checked up front and fail with exit 2 naming the
+flag; this is a disk that filled up or failed while writing) prints one line naming the
+file and exits 1.
 """
 from __future__ import annotations
 
@@ -31,18 +35,17 @@ def cmd_space(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from nas import api
-    from nas.engine.run_dir import RunDir
+    from nas.engine.run_dir import RunDir, check_name
 
     if args.resume:
         name = args.name if args.name is not None else api._default_name(api.load_config(args.config))
-        run = RunDir(Path(args.runs_dir) / name)
-        if not run.config.is_file():
-            from nas.core.errors import RunError
-            raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
+        run = RunDir(Path(args.runs_dir) / check_name(name))
+        api.check_resume(run, True, args.checkpoint)
         config = api.resume_config(run, args.set)
     else:
         config, name = api.load_config(args.config, args.set), args.name
-    run = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet)
+    run = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet,
+                    checkpoint=args.checkpoint)
     print(f"run: {run.root}", file=sys.stderr)
     return 0
 
@@ -152,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(train)
     train.add_argument("--name", help="run name (default: the config's file name)")
     train.add_argument("--resume", action="store_true", help="continue runs/NAME from its last checkpoint")
+    train.add_argument("--checkpoint", default="last.pt",
+                       help="with --resume: the checkpoint of runs/NAME/checkpoints to continue from (default last.pt)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_runs_dir(train)
     train.set_defaults(func=cmd_train)
@@ -230,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(lines) > MAX_ERROR_LINES:
             lines = lines[: MAX_ERROR_LINES - 1] + [f"... and {len(lines) - MAX_ERROR_LINES + 1} more problems"]
         for line in lines:
-            print(f"nas {args.command}: error: {line}", file=sys.stderr)
+            print(f"nas {args.command}: {e.label}: {line}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print(f"nas {args.command}: interrupted", file=sys.stderr)
@@ -238,6 +243,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:      # `nas space ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:
+        print(f"nas {args.command}: error: {_os_error_line(e)}", file=sys.stderr)
+        return 1
+
+
+def _os_error_line(error: OSError) -> str:
+    """`PATH: reason` of an OSError (both paths of a failed rename)."""
+    from nas.core.errors import clip_words
+
+    reason = error.strerror if error.strerror else clip_words(str(error) or type(error).__name__)
+    paths = [str(p) for p in (error.filename, error.filename2) if p is not None]
+    return f"{' -> '.join(paths)}: {reason}" if paths else reason
 
 
 def entry_point() -> None:

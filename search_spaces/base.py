@@ -4,7 +4,9 @@ An arch is a flat dict of every choice of the space. A choice can be *gated* by 
 choice: `stage1.block2.kernel_size` only matters when `stage1.depth > 2`. `canonical` sets
 every inactive choice to its first value, so two dicts that describe the same network are
 equal. Spaces with other activity rules (cell spaces) override `active_keys` and `size`.
-Every random operation takes an explicit `random.Random`.
+Every random operation takes an explicit `random.Random` and draws in the order of the
+choices, never in the iteration order of a set (which changes with PYTHONHASHSEED), so a seed
+gives the same archs in every process.
 """
 from __future__ import annotations
 
@@ -169,8 +171,10 @@ class ArchSpace(abc.ABC):
         for key, values in self._choices.items():
             if len(values) > 1 and rng.random() < prob:
                 child[key] = rng.choice([v for v in values if v != arch[key]])
-        for key in self.active_keys(child) - before:
-            child[key] = rng.choice(self._choices[key])
+        woken = self.active_keys(child) - before
+        for key in self._choices:    # in choice order: a set of strings iterates in PYTHONHASHSEED order
+            if key in woken:
+                child[key] = rng.choice(self._choices[key])
         return self.canonical(child)
 
     def crossover(self, a: Mapping[str, Any], b: Mapping[str, Any], rng: random.Random) -> Arch:

@@ -106,7 +106,7 @@ class EvolutionSearcher(ReplaySearcher):
                 points = [(-r["val_top1"], *(r[c] for c in self.context.costs)) for r in pool]
                 rank = ranks(points)
                 spread = [0.0] * len(pool)
-                for level in set(rank):
+                for level in sorted(set(rank)):
                     members = [i for i in range(len(pool)) if rank[i] == level]
                     for i, d in zip(members, crowding([points[i] for i in members])):
                         spread[i] = d

@@ -13,8 +13,10 @@ is older than `GRACE_PERIOD` seconds (a worker killed on another machine).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -27,7 +29,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from nas.core.errors import SearchError, clip
+from nas.core.errors import SearchError, clip, clip_words
 
 HEARTBEAT_INTERVAL = 10.0
 GRACE_PERIOD = 60.0
@@ -48,25 +50,61 @@ def host_id() -> str:
 HOST = host_id()
 
 
+_PASSWORD = re.compile(r"(//[^/:@]*:)([^/@]*)@")
+
+
+def mask_url(text: str, url: str | None = None) -> str:
+    """`text` with the password of every `scheme://user:password@host` URL (and of `url`) as `***`."""
+    if url is not None and (found := _PASSWORD.search(url)) is not None and found.group(2):
+        text = text.replace(found.group(2), "***")
+    return _PASSWORD.sub(r"\1***@", text)
+
+
+def check_journal(path: Path) -> None:
+    """Refuse, without writing to it, a file that exists but is not an Optuna journal."""
+    if path.is_dir():
+        raise SearchError(f"--storage: {path} is a folder; give a journal file, e.g. journal:///tmp/search.log")
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        with open(path, "rb") as f:          # read-only: a file that is not a journal stays untouched
+            first = f.readline(1 << 20)
+        record = json.loads(first)
+    except (OSError, ValueError) as e:
+        record = e
+    if not isinstance(record, dict) or "op_code" not in record:
+        raise SearchError(f"--storage: {path} is not an Optuna journal (its first line is not a journal record); "
+                          f"give a new file or an existing journal")
+
+
 def open_storage(url: str | None, out_dir: Path) -> BaseStorage:
     """The Optuna storage of a search (see the module docstring for URLs)."""
     if url is None or url.startswith("journal://"):
         path = out_dir / DEFAULT_JOURNAL if url is None else Path(url[len("journal://"):])
         if url is not None and not url[len("journal://"):]:
             raise SearchError("--storage: journal:// needs a file path, e.g. journal:///tmp/search.log")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(str(path)))
+        check_journal(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return JournalStorage(JournalFileBackend(str(path)))
+        except OSError as e:
+            raise SearchError(f"--storage: cannot open {path} ({e.strerror})") from e
     engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
     for attempt in range(_OPEN_ATTEMPTS):
         try:
             return RDBStorage(url, engine_kwargs=engine_kwargs)
         except (IntegrityError, OperationalError) as e:  # workers starting together race to create the schema
             if attempt == _OPEN_ATTEMPTS - 1:
-                raise SearchError(f"--storage: cannot open {clip(url)}: {str(e).splitlines()[0]}") from e
+                raise _cannot_open(url, e) from e
             time.sleep(0.2 * (attempt + 1))
         except Exception as e:  # sqlalchemy and its drivers raise many types for bad URLs
-            raise SearchError(f"--storage: cannot open {clip(url)}: {str(e).splitlines()[0]}") from e
+            raise _cannot_open(url, e) from e
     raise AssertionError("unreachable")
+
+
+def _cannot_open(url: str, error: Exception) -> SearchError:
+    detail = clip_words(mask_url(str(error) or type(error).__name__, url))
+    return SearchError(f"--storage: cannot open {clip(mask_url(url))}: {detail}")
 
 
 def _process_gone(pid: int) -> bool:

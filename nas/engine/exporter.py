@@ -1,24 +1,47 @@
 """Export a subnet: a static module of plain torch layers, checked and saved.
 
-Files (CONTRACT.md §7), written directly in the output directory:
-`model.pt2` (torch.export of the eval-mode model, dynamic batch), `weights.safetensors`,
-`arch.yaml`, `metrics.json`, and `timm.json` where the space maps to a timm model.
+Files, directly in the output directory: `model.pt2` (torch.export of the eval-mode model,
+dynamic batch), `weights.safetensors`, `arch.yaml`, `metrics.json`, and `timm.json` where the
+space maps to a timm model. They are written into a temporary folder beside the output
+directory, which then replaces it in one rename: an interrupted export leaves the previous
+export (or nothing) in place, never a mix. An existing output directory is replaced only if
+it holds nothing but export files.
 """
 from __future__ import annotations
 
+import io
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 from torch import nn
 
 from nas.core.arch import arch_id, write_arch_file
-from nas.core.files import write_json
+from nas.core.errors import PathError
+from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
 from nas.engine.counting import parameter_count
 from search_spaces.base import Supernet
 
 MAX_BATCH = 1 << 16
+EXPORT_FILES = ("model.pt2", "weights.safetensors", "arch.yaml", "metrics.json", "timm.json")
+
+
+def check_export_dir(out_dir: str | Path, flag: str, params: int = 0) -> Path:
+    """Raise `PathError` naming `flag` unless an export can replace `out_dir`: a new folder, an
+    empty one or an earlier export, in a writable place with room for `params` parameters twice."""
+    out_dir = Path(os.path.abspath(out_dir))
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise PathError(f"{flag}: {out_dir} is a file, not a folder")
+        others = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES)
+        if others:
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise PathError(f"{flag}: {out_dir} holds files that are not an export ({shown}); choose a new or "
+                            f"empty folder")
+    check_writable(out_dir.parent, flag, need_bytes=2 * 4 * params * 2)
+    return out_dir
 
 
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
@@ -52,8 +75,7 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
     """
     space = supernet.space
     arch = space.canonical(arch)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = check_export_dir(out_dir, "out_dir", space.params(arch))
     static = supernet.export(arch)
     size = space.input_size(arch)
     generator = torch.Generator().manual_seed(0)
@@ -61,16 +83,21 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
     difference = max_abs_difference(supernet, static, arch, example)
     if not difference <= tolerance:
         raise RuntimeError(f"export differs from the supernet by {difference:.3g} (> {tolerance})")
-    torch.export.save(export_program(static, example[:2]), str(out_dir / "model.pt2"))
-    save_file({k: v.contiguous() for k, v in static.state_dict().items()}, str(out_dir / "weights.safetensors"))
-    write_arch_file(arch, out_dir / "arch.yaml")
-    timm_config = supernet.timm_config(arch)
-    if timm_config is not None:
-        write_json(out_dir / "timm.json", timm_config)
     macs = space.macs(arch)
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
               "max_abs_difference": difference, **dict(metrics or {})}
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)
-    write_json(out_dir / "metrics.json", record)
+    program = io.BytesIO()      # serialised in memory: a full disk then raises an OSError naming the file
+    torch.export.save(export_program(static, example[:2]), program)
+    weights = save({k: v.contiguous() for k, v in static.state_dict().items()})
+    with atomic_dir(out_dir) as tmp:
+        for name, data in (("model.pt2", program.getbuffer()), ("weights.safetensors", weights)):
+            with atomic_file(tmp / name, "wb") as f:
+                f.write(data)
+        write_arch_file(arch, tmp / "arch.yaml")
+        timm_config = supernet.timm_config(arch)
+        if timm_config is not None:
+            write_json(tmp / "timm.json", timm_config)
+        write_json(tmp / "metrics.json", record)
     return record

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,9 +20,22 @@ from pathlib import Path
 
 import torch
 
-from nas.core.errors import RunError
+from nas.core.errors import RunError, clip
 
 DEFAULT_RUNS_DIR = "runs"
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def check_name(name: str, flag: str = "--name") -> str:
+    """`name` if it is a plain folder name (`[A-Za-z0-9._-]+`, not `.` or `..`); else `RunError`.
+
+    Run names (and search folder names taken from `--study`) become one folder under
+    `runs/`, never a path that leaves it or reaches into another run.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
+        raise RunError(f"{flag}: {clip(name)!r} is not a valid name: use letters, digits, '.', '_' and '-' "
+                       f"(no '/', not '.' or '..')")
+    return name
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ searchers reload their study.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -36,11 +37,12 @@ import torch
 from torch import nn
 
 from nas.core.arch import Arch, arch_id, write_arch_file
-from nas.core.errors import ConfigError, SearchError
+from nas.core.errors import ConfigError, SearchError, clip_words
 from nas.core.files import write_json
 from nas.core.registry import SEARCHERS
 from nas.core.schema import Problems, convert_dataclass
 from nas.engine.latency import LatencyTable, measure
+from nas.engine.locks import folder_lock
 from nas.engine.pareto_report import write_pareto
 from search_spaces.base import ArchSpace
 from searchers.base import Record, SearchContext, Searcher, best_record, check_settings
@@ -176,6 +178,16 @@ def _feasible(space: ArchSpace, budgets: Mapping[str, float], costs_of: _Costs) 
     return tuple(a for a in space.enumerate() if _violation(costs_of(a), budgets) is None)
 
 
+_REQUIRED = ("trial", "arch", "arch_id", "val_top1", "macs", "params")
+
+
+def _check_record(record: Any, path: Path, number: int) -> Record:
+    if not isinstance(record, dict) or any(key not in record for key in _REQUIRED):
+        raise SearchError(f"{path}:{number}: not a search record (needs {', '.join(_REQUIRED)}); "
+                          "repair or remove the line")
+    return record
+
+
 def read_results(path: Path) -> list[Record]:
     """Records of results.jsonl; a torn last line (a killed search) is dropped from the file."""
     if not path.is_file():
@@ -188,7 +200,7 @@ def read_results(path: Path) -> list[Record]:
             good += len(line) + 1
             continue
         try:
-            records.append(json.loads(line))
+            records.append(_check_record(json.loads(line), path, number))
             good += len(line) + 1
         except json.JSONDecodeError as e:
             if number < len(lines) - 1 or data.endswith(b"\n"):
@@ -303,10 +315,17 @@ def _local_state(out_dir: Path, settings: dict[str, Any]) -> Mapping[str, Any] |
     path = out_dir / "search.json"
     if not path.is_file():
         return None
-    stored = json.loads(path.read_text())
-    check_settings(stored["settings"], settings, f"the search in {out_dir}",
+    try:
+        stored = json.loads(path.read_text())
+        stored_settings, options = stored["settings"], stored["options"]
+        if not isinstance(stored_settings, dict) or not isinstance(options, dict):
+            raise TypeError("settings and options must be mappings")
+    except (ValueError, KeyError, TypeError) as e:
+        raise SearchError(f"{path}: not the settings of a search ({clip_words(str(e))}); "
+                          "remove the file or use another --out") from e
+    check_settings(stored_settings, settings, f"the search in {out_dir}",
                    "resume with the same settings or use another --out")
-    return stored["options"]
+    return options
 
 
 def _check_arguments(space: ArchSpace, searcher: str, shared: bool, constraints: Constraints, trials: int,
@@ -329,13 +348,27 @@ def _check_arguments(space: ArchSpace, searcher: str, shared: bool, constraints:
     return budgets
 
 
+def unique_records(records: list[Record]) -> list[Record]:
+    """The first record of every arch_id, in file order (a results.jsonl written by two
+    processes at once holds some archs twice)."""
+    first: dict[str, Record] = {}
+    for record in records:
+        first.setdefault(record["arch_id"], record)
+    return list(first.values())
+
+
 def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
     """Replay a local search's results; returns the evaluations to reach and notes for the user."""
+    notes: list[str] = []
     if not active.shared:
-        active.restore(read_results(context.out_dir / "results.jsonl"))
+        records = read_results(context.out_dir / "results.jsonl")
+        unique = unique_records(records)
+        if len(unique) < len(records):
+            notes.append(f"results.jsonl repeats {len(records) - len(unique)} archs; each counts once")
+        active.restore(unique)
         write_json(context.out_dir / "search.json", {"settings": dict(context.settings),
                                                       "options": active.resolved_options()})
-    target, notes = context.trials, []
+    target = context.trials
     if context.candidates is not None and len(context.candidates) < target:
         target = len(context.candidates)
         notes.append(f"only {target} distinct architectures meet the budget; evaluating all of them "
@@ -382,39 +415,41 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
     _check_cheapest(space, budgets, costs_of, latency)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    settings = {"searcher": searcher, "space": space.name, "space_fingerprint": space.fingerprint(),
-                "budgets": budgets, "latency_table": None if "latency_ms" not in budgets else
-                f"{latency.device.device}-b{latency.device.batch_size}"}
-    if not shared:
-        settings["seed"] = seed
-    cost_names = ("macs", *(c for c in ("params", "latency_ms") if c in budgets))
-    context = SearchContext(space, trials, seed + worker, worker, cost_names, budgets, out_dir, storage, study,
-                            settings, None if shared else _local_state(out_dir, settings),
-                            _feasible(space, budgets, costs_of))
-    active = entry.obj(context, options)
-    try:
-        target, notes = _prepare(active, context)
-        log = _Log(out_dir, target, active.completed(), searcher, progress, tensorboard)
+    # One process at a time in a local search folder (Optuna storages coordinate their workers).
+    with contextlib.nullcontext() if shared else folder_lock(out_dir, "search"):
+        settings = {"searcher": searcher, "space": space.name, "space_fingerprint": space.fingerprint(),
+                    "budgets": budgets, "latency_table": None if "latency_ms" not in budgets else
+                    f"{latency.device.device}-b{latency.device.batch_size}"}
+        if not shared:
+            settings["seed"] = seed
+        cost_names = ("macs", *(c for c in ("params", "latency_ms") if c in budgets))
+        context = SearchContext(space, trials, seed + worker, worker, cost_names, budgets, out_dir, storage, study,
+                                settings, None if shared else _local_state(out_dir, settings),
+                                _feasible(space, budgets, costs_of))
+        active = entry.obj(context, options)
         try:
-            new = _loop(active, space, evaluate, budgets, costs_of, target, max_rejections, out_dir, log)
+            target, notes = _prepare(active, context)
+            log = _Log(out_dir, target, active.completed(), searcher, progress, tensorboard)
+            try:
+                new = _loop(active, space, evaluate, budgets, costs_of, target, max_rejections, out_dir, log)
+            finally:
+                log.close()
+                history = active.history()
+                if history:  # also when the loop failed: what was evaluated is kept
+                    write_pareto(out_dir, history, cost_names, budgets)
+                    write_arch_file(best_record(history)["arch"], out_dir / "best.yaml")
         finally:
-            log.close()
-            history = active.history()
-            if history:  # also when the loop failed: what was evaluated is kept
-                write_pareto(out_dir, history, cost_names, budgets)
-                write_arch_file(best_record(history)["arch"], out_dir / "best.yaml")
-    finally:
-        active.close()
-    best = best_record(history)
-    check = None
-    if latency is not None and export is not None:
-        check = _verify_latency(space, latency, export, best, budgets.get("latency_ms"))
-        notes.append(f"latency of the best arch: predicted {check['predicted_ms']:.3f} ms, measured "
-                     f"{check['measured_ms']:.3f} ms ({check['error_pct']:+.1f}%)")
-    result = SearchResult(best["arch"], best["arch_id"], best["val_top1"], best["macs"], best["params"],
-                          best.get("latency_ms"), out_dir, len(history), new, best, check, notes)
-    write_json(out_dir / "summary.json", {**result.to_json(), "searcher": searcher,
-                                           "options": active.resolved_options(), "seed": seed, "worker": worker,
-                                           "trials": trials, "target": target, "budgets": budgets, "record": best,
-                                           "notes": notes})
+            active.close()
+        best = best_record(history)
+        check = None
+        if latency is not None and export is not None:
+            check = _verify_latency(space, latency, export, best, budgets.get("latency_ms"))
+            notes.append(f"latency of the best arch: predicted {check['predicted_ms']:.3f} ms, measured "
+                         f"{check['measured_ms']:.3f} ms ({check['error_pct']:+.1f}%)")
+        result = SearchResult(best["arch"], best["arch_id"], best["val_top1"], best["macs"], best["params"],
+                              best.get("latency_ms"), out_dir, len(history), new, best, check, notes)
+        write_json(out_dir / "summary.json", {**result.to_json(), "searcher": searcher,
+                                               "options": active.resolved_options(), "seed": seed, "worker": worker,
+                                               "trials": trials, "target": target, "budgets": budgets, "record": best,
+                                               "notes": notes})
     return result

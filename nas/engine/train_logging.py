@@ -62,13 +62,9 @@ class TrainLogger:
         scores = "  ".join(f"{k[len('val_top1_'):]} {v:.4f}" for k, v in record.items() if k.startswith("val_top1_"))
         tqdm.write(f"epoch {record['epoch']} step {record['step']}: val top-1 {scores}", file=sys.stderr)
 
-    def interrupted(self, signum: int) -> None:
-        if self.enabled:
-            tqdm.write(interrupted_message(self.trainer.run, signum, self.trainer.state.step), file=sys.stderr)
-
 
 def interrupted_message(run: RunDir, signum: int, step: int) -> str:
-    """The line printed when a signal stops training."""
+    """What the CLI prints (after `stopped:`) when a signal stops training."""
     name = signal.Signals(signum).name
-    return (f"{name}: stopped at step {step}, checkpoint saved; resume with: "
+    return (f"{name} at step {step}, checkpoint saved; resume with: "
             f"nas train {run.config} --name {run.name} --runs-dir {run.root.parent} --resume")

@@ -13,6 +13,7 @@ import signal
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -21,21 +22,24 @@ from timm.scheduler import create_scheduler_v2
 from torch import nn
 
 from nas.core.config import RunConfig, TrainConfig
-from nas.core.errors import CheckpointError, TrainingDiverged
+from nas.core.errors import CheckpointError, Interrupted, TrainingDiverged, clip_words, plural
 from nas.engine.checkpoint import (
     BEST,
     LAST,
+    check_config,
     load_checkpoint,
+    non_finite_tensors,
     rng_state,
     save_checkpoint,
     set_rng_state,
+    state_dict_mismatch,
 )
 from nas.engine.data import Augment, steps_per_epoch, train_batches
 from nas.engine.datasets import ImageSplits
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import RunDir
-from nas.engine.train_logging import TrainLogger
+from nas.engine.train_logging import TrainLogger, interrupted_message
 from supernets.base import StepIO, Strategy
 
 _SGD_NAMES = ("sgd", "nesterov", "momentum")
@@ -78,6 +82,9 @@ class TrainState:
 
 class Trainer:
     """Train `strategy.model` on `splits` as `config.train` says, writing into `run`."""
+
+    saved_step: int | None = None    # step of the last.pt this process wrote or resumed from
+    resumed_from: Path | None = None
 
     def __init__(self, config: RunConfig, strategy: Strategy, splits: ImageSplits, run: RunDir,
                  env: DistEnv = DistEnv(), progress: bool = True,
@@ -136,8 +143,25 @@ class Trainer:
                 "total_steps": self.total_steps}
 
     def save(self, name: str = LAST) -> None:
+        """Write `checkpoints/<name>` (rank 0); a state holding NaN or infinity stops training instead."""
+        state = self.checkpoint_state()
+        bad = non_finite_tensors(state)     # every rank checks: they hold the same weights and stop together
+        if bad:
+            raise TrainingDiverged(
+                f"non-finite weights after step {self.state.step} ({plural(len(bad), 'tensor')}, first: {bad[0]}), not "
+                f"saved; {self.last_good()}: lower train.optimizer.lr or enable train.grad_clip")
         if self.env.is_main:
-            save_checkpoint(self.checkpoint_state(), self.run.checkpoints / name)
+            save_checkpoint(state, self.run.checkpoints / name)
+        if name == LAST:
+            self.saved_step = self.state.step
+
+    def last_good(self) -> str:
+        """Names the checkpoint a diverged run can be resumed from, or says there is none yet."""
+        path = self.run.checkpoints / LAST
+        if not path.is_file():
+            return f"no checkpoint was written yet ({path} comes after {self.train_cfg.checkpoint.every_steps} steps)"
+        step = f" (step {self.saved_step})" if self.saved_step is not None else ""
+        return f"the last good checkpoint is {path}{step}"
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load a checkpoint into the freshly built model, optimiser and scheduler."""
@@ -146,16 +170,28 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
         except (KeyError, RuntimeError, ValueError) as e:
-            raise CheckpointError(f"{self.run.checkpoints / LAST}: does not match this config: "
-                                  f"{str(e).splitlines()[0][:160]}") from e
+            raise CheckpointError(self._mismatch_message(state, e)) from e
         self.strategy.load_state_dict(state.get("strategy", {}))
         set_rng_state(state["rng"])
         self.state = TrainState(step=state["step"], elapsed=state.get("elapsed", 0.0),
                                 best_score=state.get("best_score", -1.0))
 
-    def resume(self) -> None:
-        """Continue from `checkpoints/last.pt` (the scheduler then continues at that step)."""
-        self.restore(load_checkpoint(self.run.checkpoints / LAST))
+    def _mismatch_message(self, state: dict[str, Any], error: Exception) -> str:
+        where = self.resumed_from if self.resumed_from is not None else self.run.checkpoints / LAST
+        detail = state_dict_mismatch(self.model.state_dict(), state.get("model"))
+        if not detail:
+            detail = f"{type(error).__name__}: {clip_words(str(error))}"
+        return f"{where}: does not match this config ({detail})"
+
+    def resume(self, name: str = LAST) -> None:
+        """Continue from `checkpoints/<name>` (the scheduler then continues at that step)."""
+        path = self.resumed_from = self.run.checkpoints / name
+        state = load_checkpoint(path)
+        check_config(state, self.config, path, self.run.config)
+        self.restore(state)
+        if name != LAST:
+            self.save()        # the run continues from this state: it is the last checkpoint now
+        self.saved_step = self.state.step
 
     # -- the loop -----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -193,8 +229,7 @@ class Trainer:
         if bad:
             raise TrainingDiverged(
                 f"non-finite loss at step {self.state.step} ({', '.join(f'{k}={v}' for k, v in bad.items())}); "
-                f"the last good checkpoint is {self.run.checkpoints / LAST}: lower train.optimizer.lr "
-                f"or enable train.grad_clip")
+                f"{self.last_good()}: lower train.optimizer.lr or enable train.grad_clip")
 
     def _clip(self) -> None:
         clip = self.train_cfg.grad_clip
@@ -229,7 +264,12 @@ class Trainer:
                     return
 
     def fit(self) -> TrainState:
-        """Train to `total_steps`; returns the final state (also when stopped by a signal)."""
+        """Train to `total_steps`; returns the final state.
+
+        Raises:
+            Interrupted: SIGINT/SIGTERM stopped training after the step in progress; the
+                checkpoint of that step is written first.
+        """
         logger = TrainLogger(self, enabled=self.env.is_main)
         last_save, last_save_time = self.state.step, time.monotonic()
         with self._signals(), logger:
@@ -248,8 +288,9 @@ class Trainer:
                     self.save()
                     last_save, last_save_time = self.state.step, time.monotonic()
                 if self._stop_signal is not None:
-                    logger.interrupted(self._stop_signal)
                     break
+        if self._stop_signal is not None:
+            raise Interrupted(interrupted_message(self.run, self._stop_signal, self.state.step), self._stop_signal)
         return self.state
 
     def end_of_epoch(self, epoch: int, logger: Any) -> None:
