@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from nas import api, cli
 from nas.core import yaml_io
 from nas.core.config import load_config
 from nas.engine.checkpoint import load_checkpoint
+from tests.nas.safety import wait_for
 from tests.nas.tiny import tiny_config
 
 
@@ -76,7 +76,8 @@ def test_train_refuses_an_existing_name_and_a_contradicting_resume(capsys, train
     assert cli.main(["train", str(config), "--name", "tiny", "--runs-dir", str(trained), "--resume", "--quiet"]) == 0
 
 
-def test_sigterm_saves_a_checkpoint_and_exits_0_with_resume_hint(tmp_path):
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_saves_a_checkpoint_then_exits_128_plus_its_number(tmp_path, signum, code):
     config = tmp_path / "long.yaml"
     config.write_text(yaml_io.dumps(tiny_config(steps=100000)))
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -84,15 +85,14 @@ def test_sigterm_saves_a_checkpoint_and_exits_0_with_resume_hint(tmp_path):
                              "--quiet"], stderr=subprocess.PIPE, text=True, env=env,
                             cwd=Path(__file__).resolve().parents[2])
     checkpoint = tmp_path / "long" / "checkpoints" / "last.pt"
-    deadline = time.monotonic() + 120
-    while not checkpoint.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    assert "SIGTERM: stopped at step" in err and "--resume" in err
-    step = int(err.split("stopped at step ")[1].split(",")[0])
-    assert load_checkpoint(checkpoint)["step"] == step > 0
+    wait_for(checkpoint.exists, proc, "the first checkpoint")    # training is under way: the event, not a clock
+    proc.send_signal(signum)
+    _, err = proc.communicate()
+    assert proc.returncode == code, err
+    name = signal.Signals(signum).name
+    assert f"nas train: stopped: {name} at step " in err and "--resume" in err
+    step = int(err.split(f"{name} at step ")[1].split(",")[0])
+    assert load_checkpoint(checkpoint)["step"] == step > 0      # written before the exit
 
 
 def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
@@ -110,7 +110,8 @@ def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
     import optuna
     study = optuna.load_study(study_name="shared", storage=storage)
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(complete) == 6
-    assert {t.user_attrs["nas"]["worker"] for t in complete} == {0, 1}
+    assert len(complete) == 6 and {t.user_attrs["nas"]["worker"] for t in complete} <= {0, 1}
+    # Whether both workers finish trials depends on when each starts: tests/searchers/test_optuna_workers.py
+    # makes them meet before their first evaluation and checks that both contribute.
     _one_line_error(capsys, ["search", "tiny", "--runs-dir", str(trained), "--searcher", "evolution",
                              "--workers", "2", "--trials", "4"], "--workers: searcher 'evolution'")

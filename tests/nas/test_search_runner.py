@@ -113,13 +113,21 @@ def test_bad_arguments_are_reported(space, evaluate, search_dir):
                    tensorboard=False)
 
 
+def _line(trial: int) -> str:
+    return json.dumps({"trial": trial, "arch": {"a": trial}, "arch_id": f"id{trial}", "val_top1": 0.5,
+                       "macs": 1, "params": 1})
+
+
 def test_results_file_with_a_corrupt_middle_line_is_an_error(tmp_path):
     path = tmp_path / "results.jsonl"
-    path.write_text('{"trial": 0}\n{"tri\n{"trial": 2}\n')
+    path.write_text(f'{_line(0)}\n{{"tri\n{_line(2)}\n')
     with pytest.raises(SearchError, match="results.jsonl:2: not a JSON record"):
         read_results(path)
-    path.write_text('{"trial": 0}\n{"tri')
-    assert read_results(path) == [{"trial": 0}] and path.read_text() == '{"trial": 0}\n'
+    path.write_text(f'{_line(0)}\n{{"tri')
+    assert read_results(path) == [json.loads(_line(0))] and path.read_text() == f"{_line(0)}\n"
+    path.write_text(f'{_line(0)}\n{{"trial": 1}}\n')
+    with pytest.raises(SearchError, match="results.jsonl:2: not a search record"):
+        read_results(path)
 
 
 def test_front_ranks_and_crowding():

@@ -10,7 +10,7 @@ import torch
 
 from nas import api, cli
 from nas.core.config import load_config
-from nas.core.errors import CheckpointError
+from nas.core.errors import CheckpointError, Interrupted
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.evaluator import static_accuracy
 from nas.engine.trainer import Trainer
@@ -78,7 +78,10 @@ def test_resume_mid_epoch_gives_identical_weights(tmp_path, monkeypatch):
         return logs
 
     monkeypatch.setattr(Trainer, "train_one_step", interrupt_at_19)
-    interrupted = _train(tmp_path, name="resumed", steps=24)
+    with pytest.raises(Interrupted, match="SIGINT at step 19, checkpoint saved") as stopped:
+        _train(tmp_path, name="resumed", steps=24)
+    assert stopped.value.exit_code == 130
+    interrupted = api.RunDir(tmp_path / "resumed")
     assert load_checkpoint(interrupted.checkpoints / "last.pt")["step"] == 19
     monkeypatch.setattr(Trainer, "train_one_step", original)
     api.train(load_config(interrupted.config), name="resumed", resume=True, runs_dir=tmp_path, progress=False)

@@ -9,7 +9,11 @@ arch_id), so a searcher must respect the budget to get close to it.
 on this disk, some 20 writes per trial).
 
 Run as `python -m tests.searchers.stub --out DIR --searcher NAME --trials N [...]` to start
-one search worker (one thread) in a subprocess.
+one search worker (one thread) in a subprocess. Tests synchronise with workers through files,
+never through durations: `--meet N` makes the first evaluation of each worker wait until N
+workers have begun one (so every worker finishes a trial), and `--hold-after K` makes the
+evaluation after K finished ones announce itself (`DIR/holding`) and block until the process
+is killed (so a kill lands inside an evaluation).
 """
 from __future__ import annotations
 
@@ -18,9 +22,10 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -54,19 +59,37 @@ def target_arch(space, max_macs: float = MAX_MACS) -> Arch:
 
 
 class StubEvaluator:
-    """`val_top1` falls 0.05 per choice that differs from `target`; records every call."""
+    """`val_top1` falls 0.05 per choice that differs from `target`; records every call.
 
-    def __init__(self, space, target: Arch, sleep: float = 0.0):
-        self.space, self.target, self.sleep = space, space.canonical(target), sleep
+    `before(n)`, if given, runs before the evaluation of call number n (from 0).
+    """
+
+    def __init__(self, space, target: Arch, sleep: float = 0.0, before: Callable[[int], None] | None = None):
+        self.space, self.target, self.sleep, self.before = space, space.canonical(target), sleep, before
         self.calls: list[str] = []
 
     def __call__(self, arch: Arch) -> dict[str, Any]:
         arch = self.space.canonical(arch)
+        if self.before is not None:
+            self.before(len(self.calls))
         self.calls.append(arch_id(arch))
         if self.sleep:
             time.sleep(self.sleep)
         distance = sum(arch[k] != v for k, v in self.target.items())
         return {"val_top1": 0.95 - 0.05 * distance, "distance": distance}
+
+
+def meet(folder: Path, worker: int, count: int) -> None:
+    """Say that `worker` has begun an evaluation, then wait until `count` workers have."""
+    (folder / f"meet-{worker}").touch()
+    while len(list(folder.glob("meet-*"))) < count:
+        time.sleep(0.01)
+
+
+def hold(folder: Path) -> None:
+    """Say that an evaluation is under way (`folder/holding`), then block until killed."""
+    (folder / "holding").touch()
+    threading.Event().wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,14 +102,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage")
     parser.add_argument("--study")
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--meet", type=int, default=0, help="workers to wait for before the first evaluation")
+    parser.add_argument("--hold-after", type=int, help="block inside the evaluation after this many")
     args = parser.parse_args(argv)
+    out = Path(args.out)
+
+    def before(calls: int) -> None:
+        if args.meet and calls == 0:
+            meet(out, args.worker, args.meet)
+        if args.hold_after is not None and calls == args.hold_after:
+            hold(out)
+
     import torch
     torch.set_num_threads(1)
     from nas.engine.search_runner import Constraints, run_search
     space = small_space()
-    result = run_search(space, StubEvaluator(space, target_arch(space), args.sleep), searcher=args.searcher,
+    result = run_search(space, StubEvaluator(space, target_arch(space), args.sleep, before), searcher=args.searcher,
                         constraints=Constraints(max_macs=MAX_MACS), trials=args.trials, seed=args.seed,
-                        out_dir=Path(args.out), storage=args.storage, study=args.study, worker=args.worker,
+                        out_dir=out, storage=args.storage, study=args.study, worker=args.worker,
                         progress=False, tensorboard=False)
     print(json.dumps(result.to_json()))
     return 0

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import optuna
@@ -18,6 +17,7 @@ from optuna.trial import TrialState
 
 from nas.engine.search_runner import Constraints, run_search
 from searchers.optuna_storage import open_storage
+from tests.nas.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,
     StubEvaluator,
@@ -46,7 +46,7 @@ def _records(out_dir: Path) -> list[dict]:
 
 def test_two_workers_share_one_sqlite_study(search_dir):
     url = f"sqlite:///{search_dir}/study.db"
-    common = ["--searcher", "optuna-tpe", "--trials", "10", "--storage", url, "--study", "shared", "--sleep", "0.3"]
+    common = ["--searcher", "optuna-tpe", "--trials", "10", "--storage", url, "--study", "shared", "--meet", "2"]
     workers = [_worker(search_dir, *common, "--worker", str(k)) for k in (0, 1)]
     for worker in workers:
         _, err = worker.communicate(timeout=120)
@@ -63,19 +63,16 @@ def test_two_workers_share_one_sqlite_study(search_dir):
 
 def test_killed_search_resumes_without_rerunning_finished_trials(search_dir):
     url = f"journal://{search_dir}/study.log"
-    args = ["--searcher", "optuna-nsga2", "--trials", "10", "--storage", url, "--study", "killed", "--sleep", "0.4"]
+    args = ["--searcher", "optuna-nsga2", "--trials", "10", "--storage", url, "--study", "killed", "--hold-after", "3"]
     worker = _worker(search_dir, *args)
-    deadline = time.monotonic() + 90
-    while len(_records(search_dir)) < 3 and time.monotonic() < deadline and worker.poll() is None:
-        time.sleep(0.05)
-    time.sleep(0.2)  # inside the next evaluation's sleep, not inside a storage write
-    worker.send_signal(signal.SIGKILL)
-    worker.wait(timeout=30)
+    wait_for((search_dir / "holding").exists, worker, "the fourth evaluation")
+    worker.send_signal(signal.SIGKILL)               # inside that evaluation, not inside a storage write
+    worker.wait()
     finished = {r["arch_id"] for r in _records(search_dir)}
-    assert 3 <= len(finished) < 10
+    assert len(finished) == 3
     study = _study(url, search_dir, "killed")
-    orphans = len(study.get_trials(states=(TrialState.RUNNING,)))  # 1 unless killed between two trials
-    assert orphans <= 1
+    orphans = len(study.get_trials(states=(TrialState.RUNNING,)))
+    assert orphans == 1                              # the killed worker's trial
 
     space = small_space()
     evaluate = StubEvaluator(space, target_arch(space))

@@ -2,15 +2,13 @@
 all-reduce their candidate losses and so train the same subnets."""
 from __future__ import annotations
 
-import socket
-
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _rank(rank: int, port: int, cache_dir: str, results) -> None:
+def _rank(rank: int, store: str, cache_dir: str, results) -> None:
     from pathlib import Path
 
     from nas import api
@@ -22,7 +20,7 @@ def _rank(rank: int, port: int, cache_dir: str, results) -> None:
     from tests.nas.tiny import tiny_config
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     try:
         config = load_config(tiny_config(sampler="attentive", distill="alpha"), ["strategy.sampler.k=4"])
         strategy = api.build_strategy(config, api.build_supernet(config))
@@ -44,12 +42,10 @@ def _rank(rank: int, port: int, cache_dir: str, results) -> None:
 
 @pytest.mark.slow
 def test_ranks_with_different_data_train_the_same_attentive_subnets(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    store = tmp_path / "store"       # a file rendezvous: no port to find free and hope it stays free
     with mp.Manager() as manager:
         results = manager.dict()
-        mp.spawn(_rank, args=(port, str(tmp_path), results), nprocs=2)
+        mp.spawn(_rank, args=(str(store), str(tmp_path), results), nprocs=2)
         (chosen0, params0), (chosen1, params1) = results[0], results[1]
     assert len(chosen0) == 3 and chosen0 == chosen1
     assert torch.equal(params0, params1)

@@ -1,0 +1,117 @@
+"""Checkpoints that cannot poison a run: never NaN, verified on load, matched to the run's config,
+and `--resume` that never silently starts over."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from nas import cli
+from nas.core import yaml_io
+from nas.core.config import load_config
+from nas.engine.checkpoint import load_checkpoint, non_finite_tensors, state_dict_mismatch
+from tests.nas.corpus import damage_tensor_data
+from tests.nas.safety import copy_run, folder_digests, one_line_error
+from tests.nas.tiny import tiny_config
+
+
+def _config(tmp_path: Path, **train) -> str:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml_io.dumps(tiny_config(steps=16, **train)))
+    return str(path)
+
+
+def _eval_top1(capsys, runs: Path, *flags: str) -> float:
+    assert cli.main(["eval", "tiny", "--runs-dir", str(runs), "--arch", "max", "--json", *flags]) == 0
+    return float(re.search(r'"top1": ([0-9.]+)', capsys.readouterr().out).group(1))
+
+
+def test_a_diverging_run_never_saves_nan_and_names_the_last_good_checkpoint(tmp_path, capsys):
+    err = one_line_error(capsys, ["train", _config(tmp_path), "--runs-dir", str(tmp_path), "--quiet", "--set",
+                                  "train.optimizer.lr=1e6", "train.checkpoint.every_steps=1"],
+                         "non-finite", "lower train.optimizer.lr", code=1)
+    named = re.search(r"the last good checkpoint is (\S+) \(step (\d+)\)", err)
+    assert named is not None, err
+    assert load_checkpoint(named.group(1))["step"] == int(named.group(2)) >= 1
+    for path in (tmp_path / "tiny" / "checkpoints").glob("*.pt"):    # every checkpoint written is finite
+        assert not non_finite_tensors(load_checkpoint(path)), path
+
+
+def test_a_run_diverging_before_its_first_checkpoint_says_there_is_none(tmp_path, capsys):
+    one_line_error(capsys, ["train", _config(tmp_path), "--runs-dir", str(tmp_path), "--quiet", "--set",
+                            "train.optimizer.lr=1e6", "train.checkpoint.every_steps=1000"],
+                   "non-finite", "no checkpoint was written yet", code=1)
+    assert not list((tmp_path / "tiny" / "checkpoints").glob("*.pt"))
+
+
+def test_resume_without_last_pt_refuses_and_names_what_is_there(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path)
+    (runs / "tiny" / "checkpoints" / "last.pt").unlink()
+    before = folder_digests(runs)
+    argv = ["train", str(runs / "tiny" / "config.yaml"), "--name", "tiny", "--runs-dir", str(runs), "--resume",
+            "--quiet"]
+    one_line_error(capsys, argv, "has no last.pt (there: best.pt)", "with --resume --checkpoint best.pt",
+                   "another --name")
+    assert folder_digests(runs) == before          # best.pt, metrics.jsonl and the rest untouched
+    assert cli.main([*argv, "--checkpoint", "best.pt"]) == 0
+    assert load_checkpoint(runs / "tiny" / "checkpoints" / "last.pt")["step"] == 8
+
+
+def test_resume_of_a_run_stopped_before_its_first_checkpoint_starts_over(tmp_path, capsys):
+    config = load_config(tiny_config(steps=8))
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "config.yaml").write_text(yaml_io.dumps(config.to_dict()))   # nothing else: nothing to lose
+    assert cli.main(["train", str(tmp_path / "tiny" / "config.yaml"), "--name", "tiny", "--runs-dir", str(tmp_path),
+                     "--resume", "--quiet"]) == 0
+    assert load_checkpoint(tmp_path / "tiny" / "checkpoints" / "last.pt")["step"] == 8
+
+
+def test_checkpoint_flag_of_train_needs_resume(tmp_path, capsys):
+    one_line_error(capsys, ["train", _config(tmp_path), "--runs-dir", str(tmp_path), "--checkpoint", "best.pt"],
+                   "--checkpoint: only with --resume")
+    assert not (tmp_path / "tiny").exists()
+
+
+def test_damaged_last_pt_is_refused_and_best_pt_suggested(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path)
+    damage_tensor_data(runs / "tiny" / "checkpoints" / "last.pt")
+    before = folder_digests(runs)
+    one_line_error(capsys, ["eval", "tiny", "--runs-dir", str(runs), "--arch", "max"],
+                   "last.pt: does not match its digest", "use the other checkpoint with --checkpoint best.pt")
+    assert folder_digests(runs) == before
+    assert _eval_top1(capsys, runs, "--checkpoint", "best.pt") > 0
+
+
+def test_format_1_checkpoints_without_a_digest_still_load(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path)
+    last = runs / "tiny" / "checkpoints" / "last.pt"
+    state = {k: v for k, v in load_checkpoint(last).items() if k != "digest"}
+    torch.save({**state, "format_version": 1}, last)     # as nas wrote it before the digest
+    assert "digest" not in torch.load(last, weights_only=True)
+    assert _eval_top1(capsys, runs) == _eval_top1(capsys, trained)
+
+
+def test_config_yaml_edited_after_training_is_refused_naming_the_keys(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path)
+    config = runs / "tiny" / "config.yaml"
+    config.write_text(config.read_text().replace("resolutions: [20, 28]", "resolutions: [24, 28]"))
+    assert load_config(config).space.options.resolutions == (24, 28)   # still a valid, shape-compatible config
+    before = folder_digests(runs)
+    for verb in ("eval", "export"):
+        one_line_error(capsys, [verb, "tiny", "--runs-dir", str(runs), "--arch", "min"],
+                       "trained with another config than", "space.options.resolutions: [20, 28] in the checkpoint, "
+                       "[24, 28] now")
+    one_line_error(capsys, ["train", str(config), "--name", "tiny", "--runs-dir", str(runs), "--resume", "--quiet"],
+                   "space.options.resolutions: [20, 28] in the checkpoint")
+    assert folder_digests(runs) == before
+
+
+def test_state_dict_mismatch_names_the_first_keys():
+    expected = {f"w{i}": torch.zeros(2, 2) for i in range(5)}
+    given = {"w0": torch.zeros(2, 2), "w1": torch.zeros(3, 2), "x0": torch.zeros(1), "x1": torch.zeros(1)}
+    assert state_dict_mismatch(expected, given) == (
+        "missing: w2, w3, w4; unexpected: x0, x1; other shape: w1 [3, 2] vs [2, 2] here")
+    assert state_dict_mismatch(expected, dict(expected)) == ""
+    many = {f"v{i}": torch.zeros(1) for i in range(5)}
+    assert state_dict_mismatch(many, {}) == "missing: v0, v1, v2 and 2 more"

@@ -1,0 +1,109 @@
+"""One process at a time per run (training) and per local search folder: a second process is told
+which PID holds it; the lock goes with its process however that ends; replays count archs once."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nas import api, cli
+from nas.core import yaml_io
+from nas.core.errors import RunError
+from nas.engine.locks import folder_lock
+from tests.nas.safety import folder_digests, one_line_error, wait_for
+from tests.nas.tiny import tiny_config
+
+ROOT = Path(__file__).resolve().parents[2]
+HOLDER = """
+import sys
+from nas.engine.locks import folder_lock
+with folder_lock(sys.argv[1], "search"):
+    print("locked", flush=True)
+    sys.stdin.read()                  # held until the test closes stdin (or kills this process)
+"""
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+
+
+def _holder(folder: Path) -> subprocess.Popen:
+    """A process holding the lock of `folder` until its stdin closes (returns once it holds it)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_second_training_of_a_run_in_use_is_refused_naming_the_pid(tmp_path, capsys):
+    config = tmp_path / "long.yaml"
+    config.write_text(yaml_io.dumps(tiny_config(steps=100000, checkpoint={"every_steps": 2, "every_seconds": 600})))
+    first = subprocess.Popen([sys.executable, "-m", "nas", "train", str(config), "--runs-dir", str(tmp_path),
+                              "--quiet"], stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    last = tmp_path / "long" / "checkpoints" / "last.pt"
+    try:
+        wait_for(last.exists, first, "the first checkpoint")
+        one_line_error(capsys, ["train", str(config), "--runs-dir", str(tmp_path), "--resume", "--quiet"],
+                       f"{tmp_path / 'long'}: this run is in use by process {first.pid}", "wait for it to finish")
+        one_line_error(capsys, ["train", str(config), "--runs-dir", str(tmp_path), "--quiet"], "already exists")
+    finally:
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate()
+    assert first.returncode == 143, err
+    metrics = tmp_path / "long" / "metrics.jsonl"        # one trainer wrote: each epoch once, one event file
+    epochs = [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    assert epochs == sorted(set(epochs)) and len(list((tmp_path / "long" / "tb").glob("events.*"))) == 1
+
+
+def test_a_second_search_in_a_folder_in_use_is_refused_naming_the_pid(trained, tmp_path, capsys):
+    out = tmp_path / "s"
+    holder = _holder(out)
+    try:
+        before = folder_digests(tmp_path)
+        for searcher in ("evolution", "random"):
+            one_line_error(capsys, ["search", "tiny", "--runs-dir", str(trained), "--searcher", searcher,
+                                    "--trials", "2", "--out", str(out), "--quiet"],
+                           f"{out}: this search is in use by process {holder.pid}")
+        assert folder_digests(tmp_path) == before
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert cli.main(["search", "tiny", "--runs-dir", str(trained), "--trials", "2", "--out", str(out),
+                     "--quiet"]) == 0                    # released when its holder exited
+
+
+def test_a_killed_holder_leaves_no_lock_behind(tmp_path):
+    holder = _holder(tmp_path)
+    with pytest.raises(RunError, match=f"in use by process {holder.pid}"), folder_lock(tmp_path, "search"):
+        pass
+    holder.kill()
+    holder.wait()
+    with folder_lock(tmp_path, "search") as lock:
+        assert lock.read_text().strip() == str(os.getpid())
+
+
+@pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt])
+def test_the_lock_is_released_when_the_command_fails(tmp_path, failure):
+    with pytest.raises(failure), folder_lock(tmp_path, "run"):
+        raise failure()
+    with folder_lock(tmp_path, "run"):
+        pass
+
+
+def test_replaying_results_counts_every_arch_once(trained, tmp_path):
+    run = api.load_run("tiny", trained)
+    out = tmp_path / "s"
+    first = api.search(run, "random", trials=4, out=out, progress=False)
+    results = out / "results.jsonl"
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(lines + lines) + "\n")      # as two unlocked processes used to write it
+    again = api.search(run, "random", trials=6, out=out, progress=False)
+    assert (first.new, again.new, again.evaluated) == (4, 2, 6)
+    assert any("repeats 4 archs" in note for note in again.notes)
+    ids = [json.loads(line)["arch_id"] for line in results.read_text().splitlines()]
+    assert len(set(ids)) == 6 and ids[8:] not in (ids[:2], ids[2:4])

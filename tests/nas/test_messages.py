@@ -1,0 +1,53 @@
+"""Error messages: cut at word boundaries, blamed on what the user typed, never echoing a password."""
+from __future__ import annotations
+
+import pytest
+
+from nas.core import yaml_io
+from nas.core.config import load_config
+from nas.core.errors import ConfigError, clip_words
+from searchers.optuna_storage import mask_url
+from tests.nas.tiny import tiny_config
+
+
+def test_long_messages_are_cut_at_a_word_boundary():
+    text = "PytorchStreamReader failed reading zip archive: failed finding central directory " * 3
+    cut = clip_words(text, 60)
+    assert cut == "PytorchStreamReader failed reading zip archive: failed..." and len(cut) <= 60
+    assert clip_words("short\nsecond line", 60) == "short"
+    assert clip_words("x" * 100, 20) == "x" * 17 + "..."          # one long word: cut, still marked
+
+
+@pytest.mark.parametrize("overrides, blamed", [
+    (["train.steps=5"], "--set: train.epochs, steps: give exactly one of them"),
+    (["space.depths=[[1]]"], "--set space.depths: space.options.widths: needs one entry per stage"),
+    (["train.optimizer.lr=.inf"], "--set: train.optimizer.lr: must be a finite number, got inf"),
+    (["train.optimizer.lr=.nan"], "--set: train.optimizer.lr: expected float, got nan"),
+    (["eval.batch_size=0"], "--set: eval.bn_recal_batches, bn_recal_batch_size, batch_size: must be >= 1"),
+])
+def test_problems_an_override_causes_are_blamed_on_set_not_on_the_file(overrides, blamed):
+    with pytest.raises(ConfigError) as raised:
+        load_config("fashion_mnist_mbv3", overrides)
+    assert raised.value.problems[0].startswith(blamed), raised.value.problems
+
+
+def test_a_problem_of_the_file_stays_blamed_on_the_file(tmp_path):
+    path = tmp_path / "run.yaml"
+    config = tiny_config()
+    config["space"]["options"]["widths"] = [[8]]
+    path.write_text(yaml_io.dumps(config))
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, ["train.seed=3"])
+    assert raised.value.problems[0].startswith(f"{path}: space.options.widths: needs one entry per stage")
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://bob:hunter2@db:5432/nas", "postgresql://bob:***@db:5432/nas"),
+    ("mysql+pymysql://bob:p%40ss:w@db/nas", "mysql+pymysql://bob:***@db/nas"),
+    ("postgresql://bob@db/nas", "postgresql://bob@db/nas"),
+    ("sqlite:////tmp/a:b@c.db", "sqlite:////tmp/a:b@c.db"),
+])
+def test_storage_passwords_are_masked(url, shown):
+    assert mask_url(url) == shown
+    assert mask_url(f"{url}: password hunter2 for bob rejected", url) == (
+        f"{shown}: password *** for bob rejected" if "hunter2" in url else f"{shown}: password hunter2 for bob rejected")
