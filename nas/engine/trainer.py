@@ -23,6 +23,7 @@ from torch import nn
 
 from nas.core.config import RunConfig, TrainConfig
 from nas.core.errors import CheckpointError, Interrupted, TrainingDiverged, clip_words, plural
+from nas.core.files import write_text
 from nas.engine.checkpoint import (
     BEST,
     LAST,
@@ -69,6 +70,23 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total
         decay_epochs=s.decay_steps if s.decay_steps is not None else max(total_steps // 3, 1),
         step_on_epochs=False, updates_per_epoch=1)
     return scheduler
+
+
+def forget_epochs_after(run: RunDir, step: int) -> None:
+    """Drop the metrics.jsonl records of steps after `step`: a run killed between writing an
+    epoch's record and its checkpoint (or resumed from best.pt) trains those steps again."""
+    def step_of(line: str) -> int | None:
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):    # a line torn by a kill
+            return None
+
+    if not run.metrics.is_file():
+        return
+    lines = run.metrics.read_text().splitlines()
+    kept = [line for line in lines if (logged := step_of(line)) is not None and logged <= step]
+    if len(kept) < len(lines):
+        write_text(run.metrics, "".join(line + "\n" for line in kept))
 
 
 @dataclass
@@ -192,6 +210,8 @@ class Trainer:
         if name != LAST:
             self.save()        # the run continues from this state: it is the last checkpoint now
         self.saved_step = self.state.step
+        if self.env.is_main:
+            forget_epochs_after(self.run, self.state.step)
 
     # -- the loop -----------------------------------------------------------------------
     @contextlib.contextmanager

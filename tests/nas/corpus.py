@@ -1,9 +1,10 @@
 """The corpus of malformed inputs in tests/data/malformed and the checkpoints derived from a real run.
 
 `cases.yaml` lists every file with the message its error must contain and the verbs that read
-it. Damaged checkpoints need a real checkpoint to damage: `derive_checkpoints(last, folder)`
-writes them from a trained run's `last.pt` (a fixed recipe: the same damage every time).
-Shared by tests/nas/test_malformed_corpus.py and benchmarks/reliability.py.
+it; `case_argv` builds the command line of one case. Damaged checkpoints need a real checkpoint
+to damage: `derive_checkpoints(last, folder)` writes them from a trained run's `last.pt` (a
+fixed recipe: the same damage every time). Shared by tests/nas/test_malformed_corpus.py and
+benchmarks/reliability.py.
 """
 from __future__ import annotations
 
@@ -100,3 +101,30 @@ def derive_checkpoints(last: Path, folder: Path) -> dict[str, Path]:
     config["space"]["options"]["expand_ratios"] = [2, 3]
     save_checkpoint({**state, "config": config}, paths["trained_with_another_config"])
     return paths
+
+
+def _resume_argv(checkpoint: Path, trained: Path, tmp_path: Path) -> tuple[list[str], Path]:
+    """`nas train --resume` of a copy of the trained run whose last.pt is `checkpoint`."""
+    runs = tmp_path / "runs"
+    shutil.copytree(trained / "tiny", runs / "tiny", ignore=shutil.ignore_patterns(".lock"))
+    shutil.copyfile(checkpoint, runs / "tiny" / "checkpoints" / "last.pt")
+    return ["train", str(runs / "tiny" / "config.yaml"), "--name", "tiny", "--runs-dir", str(runs), "--resume",
+            "--quiet"], runs
+
+
+def case_argv(kind: str, name: str, verb: str, trained: Path, derived: dict[str, Path],
+              tmp_path: Path) -> tuple[list[str], Path]:
+    """The command line of one case and the folder it must leave unchanged."""
+    path = derived[name] if kind == "derived_checkpoints" else CORPUS / kind / name
+    run = ["tiny", "--runs-dir", str(trained)]
+    if kind == "configs":
+        if verb == "space":
+            return ["space", str(path)], tmp_path
+        return ["train", str(path), "--name", "c", "--runs-dir", str(tmp_path / "runs"), "--quiet"], tmp_path
+    if kind == "archs":
+        return [verb, *run, "--arch", str(path)], trained
+    if verb == "resume":
+        return _resume_argv(path, trained, tmp_path)
+    extra = {"eval": ["--arch", "max"], "export": ["--arch", "max"], "search": ["--trials", "2", "--quiet"],
+             "latency-table": ["--quiet"]}[verb]
+    return [verb, *run, "--checkpoint", str(path), *extra], trained

@@ -2,6 +2,7 @@
 and `--resume` that never silently starts over."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -65,6 +66,16 @@ def test_resume_of_a_run_stopped_before_its_first_checkpoint_starts_over(tmp_pat
     assert cli.main(["train", str(tmp_path / "tiny" / "config.yaml"), "--name", "tiny", "--runs-dir", str(tmp_path),
                      "--resume", "--quiet"]) == 0
     assert load_checkpoint(tmp_path / "tiny" / "checkpoints" / "last.pt")["step"] == 8
+
+
+def test_resume_forgets_the_epochs_logged_after_its_checkpoint(trained, tmp_path):
+    runs = copy_run(trained, "tiny", tmp_path)
+    metrics = runs / "tiny" / "metrics.jsonl"
+    logged = metrics.read_text()
+    metrics.write_text(logged + '{"epoch": 1, "step": 24, "val_top1_max": 0.5}\n{"epoch": 2, "st')  # killed after
+    assert cli.main(["train", str(runs / "tiny" / "config.yaml"), "--name", "tiny", "--runs-dir", str(runs),
+                     "--resume", "--quiet"]) == 0
+    assert metrics.read_text() == logged and json.loads(logged)["step"] == 8
 
 
 def test_checkpoint_flag_of_train_needs_resume(tmp_path, capsys):
