@@ -5,26 +5,24 @@ CLI is a thin layer over it.
 """
 from __future__ import annotations
 
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import torch
 
-from nas.core import yaml_io
 from nas.core.amounts import format_amount
 from nas.core.arch import Arch, arch_id, read_arch_file
 from nas.core.config import RunConfig, load_config, parse_overrides
-from nas.core.errors import CheckpointError, ConfigError, RunError, clip_words
-from nas.core.files import check_writable, write_json, write_text
+from nas.core.errors import CheckpointError, ConfigError, clip_words
+from nas.core.files import check_writable
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
 from nas.engine.checkpoint import LAST, check_config, load_checkpoint, state_dict_mismatch
 from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
-from nas.engine.locks import LOCK_FILE, folder_lock
-from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, environment, find_run
+from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, find_run, open_run
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy
 
@@ -100,58 +98,6 @@ def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> R
     return saved
 
 
-def _has_files(folder: Path) -> bool:
-    return folder.is_dir() and any(p.name != LOCK_FILE for p in folder.iterdir())
-
-
-def check_resume(run: RunDir, resume: bool, checkpoint: str = LAST) -> str | None:
-    """What `nas train` may do with `run`: the checkpoint to resume from, or None to start at step 0.
-
-    A new run must not exist yet; `--resume` needs `checkpoints/<checkpoint>`, except for a
-    run stopped before its first checkpoint and epoch (nothing to lose: it starts over).
-    """
-    if not resume:
-        if checkpoint != LAST:
-            raise ConfigError("--checkpoint: only with --resume (which checkpoint to continue from)")
-        if _has_files(run.root):
-            raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose another --name")
-        return None
-    check_name(checkpoint, "--checkpoint")
-    if not run.config.is_file():
-        raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
-    if (run.checkpoints / checkpoint).is_file():
-        return checkpoint
-    present = sorted(p.name for p in run.checkpoints.glob("*.pt")) if run.checkpoints.is_dir() else []
-    logged = run.metrics.is_file() and run.metrics.stat().st_size > 0
-    if checkpoint == LAST and not present and not logged:
-        return None
-    there = ", ".join(present) if present else "no checkpoint, but metrics.jsonl"
-    hint = f"resume from {present[-1]} with --resume --checkpoint {present[-1]}, or " if present else ""
-    raise RunError(f"--resume: {run.checkpoints} has no {checkpoint} (there: {there}); {hint}start a new run "
-                   f"with another --name")
-
-
-def checkpoint_bytes(model: torch.nn.Module) -> int:
-    """Room for last.pt, best.pt and one being written, with optimiser states of up to 2 slots."""
-    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    return 3 * 3 * weights
-
-
-@contextmanager
-def _open_run(run: RunDir, config: RunConfig, resume: bool, model: torch.nn.Module) -> Iterator[None]:
-    """Rank 0: check the folder can hold the run, lock it, write config.yaml and environment.json."""
-    check_writable(run.root, "--runs-dir", checkpoint_bytes(model))
-    with folder_lock(run.root, "run"):
-        if not resume:
-            if run.config.exists():    # another process created it since check_resume
-                raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose "
-                               f"another --name")
-            write_text(run.config, f"# nas train {run.config} --name {run.name} --resume\n"
-                       + yaml_io.dumps(config.to_dict()))
-        write_json(run.environment, environment())
-        yield
-
-
 def train(config: RunConfig, name: str | None = None, resume: bool = False,
           runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True, checkpoint: str = LAST) -> RunDir:
     """Train a supernet; returns its run directory. `resume` continues `runs_dir/name` from
@@ -177,7 +123,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     barrier()     # every rank has checked before rank 0 creates anything
     with ExitStack() as stack:
         if env.is_main:
-            stack.enter_context(_open_run(run, config, resume, supernet))
+            stack.enter_context(open_run(run, config, resume, supernet))
         strategy.set_cache_dir(run.root)
 
         def make_evaluator(step: int) -> Evaluator:

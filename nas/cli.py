@@ -35,12 +35,12 @@ def cmd_space(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from nas import api
-    from nas.engine.run_dir import RunDir, check_name
+    from nas.engine.run_dir import RunDir, check_name, check_resume
 
     if args.resume:
         name = args.name if args.name is not None else api._default_name(api.load_config(args.config))
         run = RunDir(Path(args.runs_dir) / check_name(name))
-        api.check_resume(run, True, args.checkpoint)
+        check_resume(run, True, args.checkpoint)
         config = api.resume_config(run, args.set)
     else:
         config, name = api.load_config(args.config, args.set), args.name

@@ -28,7 +28,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _with_path(error: OSError, path: Path) -> OSError:
+def with_path(error: OSError, path: Path) -> OSError:
     """`error` naming `path` (writes through a file object raise OSErrors without a file name)."""
     if error.filename is not None:
         return error
@@ -52,7 +52,7 @@ def atomic_file(path: str | Path, mode: str = "w", durable: bool = False) -> Ite
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
-        raise _with_path(e, path) from e
+        raise with_path(e, path) from e
     finally:
         if tmp.exists():
             tmp.unlink()

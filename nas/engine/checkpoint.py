@@ -145,8 +145,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               f"{fallback_hint(path)}")
     bad = non_finite_tensors(state)
     if bad:
-        raise CheckpointError(f"{path}: {plural(len(bad), 'tensor')} with NaN or infinity (first: {bad[0]}): it was saved "
-                              f"after training diverged; {fallback_hint(path)}")
+        raise CheckpointError(f"{path}: {plural(len(bad), 'tensor')} with NaN or infinity (first: {bad[0]}): "
+                              f"it was saved after training diverged; {fallback_hint(path)}")
     return state
 
 

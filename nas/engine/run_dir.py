@@ -1,4 +1,5 @@
-"""The run directory: where a run's config, checkpoints, logs, searches and exports live.
+"""The run directory: where a run's config, checkpoints, logs, searches and exports live, and
+the checks `nas train` makes before it creates or continues one (name, resume point, room, lock).
 
     runs/<name>/config.yaml        resolved config (authoritative on --resume)
     runs/<name>/environment.json   versions, git commit, CPU/GPU, threads
@@ -15,12 +16,19 @@ import platform
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
-from nas.core.errors import RunError, clip
+from nas.core import yaml_io
+from nas.core.config import RunConfig
+from nas.core.errors import ConfigError, RunError, clip
+from nas.core.files import check_writable, write_json, write_text
+from nas.engine.checkpoint import LAST
+from nas.engine.locks import LOCK_FILE, folder_lock
 
 DEFAULT_RUNS_DIR = "runs"
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -81,6 +89,58 @@ def find_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR) 
             return RunDir(candidate)
     where = " or ".join(str(c) for c in dict.fromkeys(candidates))
     raise RunError(f"RUN: no run at {where} (a run directory holds config.yaml; train one with nas train)")
+
+
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(p.name != LOCK_FILE for p in folder.iterdir())
+
+
+def check_resume(run: RunDir, resume: bool, checkpoint: str = LAST) -> str | None:
+    """What `nas train` may do with `run`: the checkpoint to resume from, or None to start at step 0.
+
+    A new run must not exist yet; `--resume` needs `checkpoints/<checkpoint>`, except for a
+    run stopped before its first checkpoint and epoch (nothing to lose: it starts over).
+    """
+    if not resume:
+        if checkpoint != LAST:
+            raise ConfigError("--checkpoint: only with --resume (which checkpoint to continue from)")
+        if _has_files(run.root):
+            raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose another --name")
+        return None
+    check_name(checkpoint, "--checkpoint")
+    if not run.config.is_file():
+        raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
+    if (run.checkpoints / checkpoint).is_file():
+        return checkpoint
+    present = sorted(p.name for p in run.checkpoints.glob("*.pt")) if run.checkpoints.is_dir() else []
+    logged = run.metrics.is_file() and run.metrics.stat().st_size > 0
+    if checkpoint == LAST and not present and not logged:
+        return None
+    there = ", ".join(present) if present else "no checkpoint, but metrics.jsonl"
+    hint = f"resume from {present[-1]} with --resume --checkpoint {present[-1]}, or " if present else ""
+    raise RunError(f"--resume: {run.checkpoints} has no {checkpoint} (there: {there}); {hint}start a new run "
+                   f"with another --name")
+
+
+def _checkpoint_bytes(model: torch.nn.Module) -> int:
+    """Room for last.pt, best.pt and one being written, with optimiser states of up to 2 slots."""
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return 3 * 3 * weights
+
+
+@contextmanager
+def open_run(run: RunDir, config: RunConfig, resume: bool, model: torch.nn.Module) -> Iterator[None]:
+    """Rank 0: check the folder can hold the run, lock it, write config.yaml and environment.json."""
+    check_writable(run.root, "--runs-dir", _checkpoint_bytes(model))
+    with folder_lock(run.root, "run"):
+        if not resume:
+            if run.config.exists():    # another process created it since check_resume
+                raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose "
+                               f"another --name")
+            write_text(run.config, f"# nas train {run.config} --name {run.name} --resume\n"
+                       + yaml_io.dumps(config.to_dict()))
+        write_json(run.environment, environment())
+        yield
 
 
 def cpu_model() -> str:

@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from nas.core.schema import Problems, convert_dataclass
 from nas.engine.latency import LatencyTable, measure
 from nas.engine.locks import folder_lock
 from nas.engine.pareto_report import write_pareto
+from nas.engine.search_results import append_record, read_results, unique_records
 from search_spaces.base import ArchSpace
 from searchers.base import Record, SearchContext, Searcher, best_record, check_settings
 
@@ -178,46 +178,6 @@ def _feasible(space: ArchSpace, budgets: Mapping[str, float], costs_of: _Costs) 
     return tuple(a for a in space.enumerate() if _violation(costs_of(a), budgets) is None)
 
 
-_REQUIRED = ("trial", "arch", "arch_id", "val_top1", "macs", "params")
-
-
-def _check_record(record: Any, path: Path, number: int) -> Record:
-    if not isinstance(record, dict) or any(key not in record for key in _REQUIRED):
-        raise SearchError(f"{path}:{number}: not a search record (needs {', '.join(_REQUIRED)}); "
-                          "repair or remove the line")
-    return record
-
-
-def read_results(path: Path) -> list[Record]:
-    """Records of results.jsonl; a torn last line (a killed search) is dropped from the file."""
-    if not path.is_file():
-        return []
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    records, good = [], 0
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            good += len(line) + 1
-            continue
-        try:
-            records.append(_check_record(json.loads(line), path, number))
-            good += len(line) + 1
-        except json.JSONDecodeError as e:
-            if number < len(lines) - 1 or data.endswith(b"\n"):
-                raise SearchError(f"{path}:{number}: not a JSON record ({e.msg}); repair or remove the line") from e
-            with open(path, "r+b") as f:
-                f.truncate(good)
-    return records
-
-
-def _append(path: Path, record: Record) -> None:
-    line = json.dumps(record, separators=(",", ":")) + "\n"
-    with open(path, "a") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _plain(name: str, value: Any) -> Any:
     value = value.item() if hasattr(value, "item") else value  # tensors, numpy scalars
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -292,7 +252,7 @@ def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, budgets: Map
             continue
         record = _evaluate(evaluate, searcher, arch, key, costs)
         searcher.tell(arch, record)
-        _append(out_dir / "results.jsonl", record)
+        append_record(out_dir / "results.jsonl", record)
         new += 1
         log.step(record, searcher.best(), searcher.completed(), rejected)
         rejected = duplicates = 0
@@ -346,15 +306,6 @@ def _check_arguments(space: ArchSpace, searcher: str, shared: bool, constraints:
     if latency is not None:
         latency.check_space(space)
     return budgets
-
-
-def unique_records(records: list[Record]) -> list[Record]:
-    """The first record of every arch_id, in file order (a results.jsonl written by two
-    processes at once holds some archs twice)."""
-    first: dict[str, Record] = {}
-    for record in records:
-        first.setdefault(record["arch_id"], record)
-    return list(first.values())
 
 
 def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,17 +11,15 @@ from pathlib import Path
 import pytest
 
 from nas import api, cli
-from nas.core import yaml_io
 from nas.core.errors import RunError
 from nas.engine.locks import folder_lock
-from tests.nas.safety import folder_digests, one_line_error, wait_for
-from tests.nas.tiny import tiny_config
+from tests.nas.safety import copy_run, folder_digests, one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
 import sys
 from nas.engine.locks import folder_lock
-with folder_lock(sys.argv[1], "search"):
+with folder_lock(sys.argv[1], sys.argv[2]):
     print("locked", flush=True)
     sys.stdin.read()                  # held until the test closes stdin (or kills this process)
 """
@@ -32,32 +29,28 @@ def _env() -> dict[str, str]:
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
 
 
-def _holder(folder: Path) -> subprocess.Popen:
+def _holder(folder: Path, what: str = "search") -> subprocess.Popen:
     """A process holding the lock of `folder` until its stdin closes (returns once it holds it)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder), what], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
     assert proc.stdout.readline().strip() == "locked"
     return proc
 
 
-def test_a_second_training_of_a_run_in_use_is_refused_naming_the_pid(tmp_path, capsys):
-    config = tmp_path / "long.yaml"
-    config.write_text(yaml_io.dumps(tiny_config(steps=100000, checkpoint={"every_steps": 2, "every_seconds": 600})))
-    first = subprocess.Popen([sys.executable, "-m", "nas", "train", str(config), "--runs-dir", str(tmp_path),
-                              "--quiet"], stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
-    last = tmp_path / "long" / "checkpoints" / "last.pt"
+def test_a_second_training_of_a_run_in_use_is_refused_naming_the_pid(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path)
+    argv = ["train", str(runs / "tiny" / "config.yaml"), "--name", "tiny", "--runs-dir", str(runs), "--resume",
+            "--quiet"]
+    holder = _holder(runs / "tiny", "run")          # what a running `nas train` holds
     try:
-        wait_for(last.exists, first, "the first checkpoint")
-        one_line_error(capsys, ["train", str(config), "--runs-dir", str(tmp_path), "--resume", "--quiet"],
-                       f"{tmp_path / 'long'}: this run is in use by process {first.pid}", "wait for it to finish")
-        one_line_error(capsys, ["train", str(config), "--runs-dir", str(tmp_path), "--quiet"], "already exists")
+        before = folder_digests(runs)
+        one_line_error(capsys, argv, f"{runs / 'tiny'}: this run is in use by process {holder.pid}",
+                       "wait for it to finish or stop it")
+        assert folder_digests(runs) == before
     finally:
-        first.send_signal(signal.SIGTERM)
-        _, err = first.communicate()
-    assert first.returncode == 143, err
-    metrics = tmp_path / "long" / "metrics.jsonl"        # one trainer wrote: each epoch once, one event file
-    epochs = [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] if metrics.exists() else []
-    assert epochs == sorted(set(epochs)) and len(list((tmp_path / "long" / "tb").glob("events.*"))) == 1
+        holder.stdin.close()
+        holder.wait()
+    assert cli.main(argv) == 0                        # released when its holder exited
 
 
 def test_a_second_search_in_a_folder_in_use_is_refused_naming_the_pid(trained, tmp_path, capsys):

@@ -10,7 +10,8 @@ from nas.core.errors import ConfigError, SearchError
 from nas.core.pareto import crowding, front, ranks
 from nas.engine.exporter import save_export
 from nas.engine.latency import LatencyTable, device_record
-from nas.engine.search_runner import Constraints, read_results, run_search
+from nas.engine.search_results import read_results
+from nas.engine.search_runner import Constraints, run_search
 from tests.conftest import make_supernet
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,
