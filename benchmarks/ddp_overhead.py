@@ -40,8 +40,9 @@ def worker(steps: int, batch: int) -> None:
     init_process_group(env)
     config = load_config("fashion_mnist_mbv3", [f"train.batch_size={batch * env.world_size}", "train.epochs=1"])
     splits = api.load_splits(config)
-    supernet = api.build_supernet(config)
-    trainer = Trainer(config, api.build_strategy(config, supernet), splits, RunDir(Path("/nonexistent")), env,
+    strategy = api.build_strategy(config)
+    supernet = strategy.supernet
+    trainer = Trainer(config, strategy, splits, RunDir(Path("/nonexistent")), env,
                       progress=False)
     augment = Augment(config.data.augment.crop_padding, config.data.augment.hflip)
     times = []

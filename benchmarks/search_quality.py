@@ -64,7 +64,7 @@ def evaluation_rate(run, count: int = 10) -> dict:
     calibration = evaluator.calibration_inputs()
     start = time.perf_counter()
     for arch in archs:
-        static = run.supernet.export(arch).to(memory_format=fmt)
+        static = run.export_model(arch).to(memory_format=fmt)
         size = run.space.input_size(arch)
         resize = lambda x: torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear",  # noqa: E731
                                                            align_corners=False)
@@ -86,7 +86,7 @@ def table_error(run, count: int, threads: int) -> dict:
     for _ in range(count):
         arch = run.space.sample(rng)
         size = run.space.input_size(arch)
-        measured = measure(run.supernet.export(arch), "cpu", 1, (run.space.in_chans, size, size),
+        measured = measure(run.export_model(arch), "cpu", 1, (run.space.in_chans, size, size),
                            threads=threads).median_ms
         predicted = table.predict(run.space, arch)
         errors.append(abs(predicted - measured) / measured)

@@ -24,7 +24,7 @@ from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run
 from search_spaces.base import ArchSpace, Supernet
-from supernets.base import Strategy
+from supernets.base import Strategy, restore_strategy, seeded_supernet
 
 __all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet",
            "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary", "train"]
@@ -39,17 +39,15 @@ def build_space(config: RunConfig) -> ArchSpace:
 
 
 def build_supernet(config: RunConfig) -> Supernet:
-    """A freshly initialised supernet, seeded by `train.seed` (global RNG state untouched)."""
-    space = build_space(config)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.train.seed)
-        return space.build_supernet()
+    """A freshly initialised plain supernet of the config's space, seeded by `train.seed`
+    (global RNG state untouched). Training builds its model(s) through the strategy."""
+    return seeded_supernet(build_space(config), config.train.seed)
 
 
-def build_strategy(config: RunConfig, supernet: Supernet) -> Strategy:
-    """The training strategy of a config around `supernet`."""
+def build_strategy(config: RunConfig) -> Strategy:
+    """The config's training strategy, which builds its own freshly initialised model(s)."""
     s = config.strategy
-    return STRATEGIES.get(s.name).obj(supernet, s.options, s.sampler, s.distill, config.train.seed)
+    return STRATEGIES.get(s.name).obj(build_space(config), s.options, s.sampler, s.distill, config.train.seed)
 
 
 def load_splits(config: RunConfig) -> ImageSplits:
@@ -121,12 +119,11 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
                                   + yaml_io.dumps(config.to_dict()))
         write_json(run.environment, environment())
     splits = load_splits(config)
-    supernet = build_supernet(config)
-    strategy = build_strategy(config, supernet)
+    strategy = build_strategy(config)
     strategy.set_cache_dir(run.root)
 
     def make_evaluator(step: int) -> Evaluator:
-        return Evaluator(strategy.subnet_for, supernet.space.canonical, splits, config.eval,
+        return Evaluator(strategy.subnet_for, strategy.space.canonical, splits, config.eval,
                          config.train.seed, step, config.train.channels_last)
 
     barrier()
@@ -141,11 +138,10 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
 # -- loading a trained run ------------------------------------------------------------------
 @dataclass
 class Run:
-    """A trained run: config, supernet with weights, strategy and an evaluator."""
+    """A trained run: its config, its strategy (with the trained weights) and an evaluator."""
 
     dir: RunDir
     config: RunConfig
-    supernet: Supernet
     strategy: Strategy
     step: int
     checkpoint: Path
@@ -154,7 +150,15 @@ class Run:
 
     @property
     def space(self) -> ArchSpace:
-        return self.supernet.space
+        return self.strategy.space
+
+    def subnet(self, arch: Mapping[str, Any]) -> Supernet:
+        """The trained supernet that computes `arch`, with `arch` active."""
+        return self.strategy.subnet_for(arch)
+
+    def export_model(self, arch: Mapping[str, Any]) -> torch.nn.Module:
+        """A static module of `arch` with the trained weights (running statistics as stored)."""
+        return self.subnet(arch).export(arch)
 
     @property
     def splits(self) -> ImageSplits:
@@ -179,16 +183,14 @@ def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, 
     if not path.is_file():
         raise CheckpointError(f"RUN: {run_dir.root} has no checkpoint {path.name} yet (train it with nas train)")
     state = load_checkpoint(path)
-    supernet = build_supernet(config)
+    strategy = build_strategy(config)
     try:
-        supernet.load_state_dict(state["model"])
-    except RuntimeError as e:
+        restore_strategy(strategy, state)
+    except (KeyError, RuntimeError, ValueError) as e:
         raise CheckpointError(f"{path}: weights do not match {run_dir.config}: {str(e).splitlines()[0][:160]}") from e
-    strategy = build_strategy(config, supernet)
-    strategy.load_state_dict(state.get("strategy", {}))
     memory_format = torch.channels_last if config.train.channels_last else torch.contiguous_format
-    supernet.to(memory_format=memory_format).eval()
-    return Run(run_dir, config, supernet, strategy, int(state["step"]), path)
+    strategy.model.to(memory_format=memory_format).eval()
+    return Run(run_dir, config, strategy, int(state["step"]), path)
 
 
 def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
@@ -219,13 +221,13 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
     val = run.evaluator.evaluate(arch, "val")
     test = run.evaluator.evaluate(arch, "test")
-    module = run.evaluator.prepared(arch)     # recalibrated statistics are what gets exported
-    supernet = module if isinstance(module, Supernet) else run.supernet
     preprocessing = {"resolution": run.space.input_size(arch), "interpolation": "bilinear", "antialias": False,
                      "mean": list(run.splits.mean), "std": list(run.splits.std)}
     metrics = {"val_top1": val.top1, "test_top1": test.top1, "val_top5": val.top5, "test_top5": test.top5,
                "step": run.step, "run": str(run.dir.root)}
-    record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics, preprocessing)
+    with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
+        record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
+                             preprocessing)
     return {**record, "dir": str(out_dir)}
 
 
@@ -264,7 +266,7 @@ def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | 
     """Measure every distinct layer configuration of the run's space on `device` (`nas latency-table`)."""
     from nas.engine.latency import write_latency_table
 
-    supernet = run.supernet.to(memory_format=torch.contiguous_format)
+    supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
     bar = None
     if progress:
         from tqdm import tqdm
@@ -327,7 +329,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     return run_search(run.space, evaluate_arch, searcher=searcher, searcher_options=options,
                       constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
                       study=study, worker=worker, latency=table,
-                      export=run.supernet.export if table is not None else None, progress=progress)
+                      export=run.export_model if table is not None else None, progress=progress)
 
 
 def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: str | None, study: str | None,

@@ -123,7 +123,7 @@ class TrainConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     grad_clip: GradClipConfig = field(default_factory=GradClipConfig)
     threads: int | None = None   # None: respect OMP_NUM_THREADS / torch's default
-    precision: Literal["fp32", "bf16"] = "fp32"   # bf16 autocast: for GPUs (4x slower on AVX2 CPUs)
+    precision: Literal["fp32", "bf16"] = "fp32"   # bf16 autocast: for GPUs (slow on most CPUs)
     channels_last: bool = True
     log_every: int = 20
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

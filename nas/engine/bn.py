@@ -1,7 +1,7 @@
 """Batch-norm recalibration: re-estimate running statistics of the active subnet exactly.
 
 Weight-sharing training leaves BN running statistics that mix many subnets, so every
-evaluation first recalibrates (OFA/AttentiveNAS, ALGORITHMS.md §0.3): forward a fixed set of
+evaluation first recalibrates (OFA/AttentiveNAS; docs/design.md, "Batch-norm recalibration"): forward a fixed set of
 training images with BN normalising by batch statistics, accumulate per channel the sum of x,
 the sum of x² and the count over ALL calibration images, and set running_mean = sum/count and
 running_var = the pooled variance with Bessel's correction (count/(count-1)), torch's

@@ -6,8 +6,9 @@ recalibration settings). The test split is for final reports; search uses `val`.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 import torch.distributed as dist
@@ -19,6 +20,7 @@ from nas.core.errors import NasError
 from nas.engine.bn import recalibrate_bn
 from nas.engine.data import calibration_batches, eval_batches
 from nas.engine.datasets import ImageSplits
+from search_spaces.base import Supernet
 
 SPLITS = ("val", "test")
 
@@ -60,7 +62,7 @@ def accuracy(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tenso
 class Evaluator:
     """BN-recalibrated accuracy of subnets of one trained supernet (one checkpoint step)."""
 
-    def __init__(self, subnet_for: Callable[[Mapping[str, Any]], nn.Module], canonical: Callable,
+    def __init__(self, subnet_for: Callable[[Mapping[str, Any]], Supernet], canonical: Callable,
                  splits: ImageSplits, settings: EvalConfig, seed: int, step: int, channels_last: bool = False):
         self.subnet_for, self.canonical = subnet_for, canonical
         self.splits, self.settings, self.seed, self.step = splits, settings, seed, step
@@ -83,11 +85,23 @@ class Evaluator:
         s = self.settings
         return (self.step, arch_id(self.canonical(arch)), split, s.bn_recal_batches, s.bn_recal_batch_size, self.seed)
 
-    def prepared(self, arch: Mapping[str, Any]) -> nn.Module:
-        """The module of `arch` with its BN statistics recalibrated, in eval mode."""
+    @contextmanager
+    def prepared(self, arch: Mapping[str, Any]) -> Iterator[Supernet]:
+        """Inside the block: the supernet of `arch`, `arch` active, BN statistics recalibrated,
+        in eval mode. On exit its buffers and train/eval mode are restored, so evaluating never
+        changes the live supernet (during training, the checkpoint does not depend on which
+        arch was evaluated last)."""
         module = self.subnet_for(arch)
-        recalibrate_bn(module, self.calibration_inputs())
-        return module.eval()
+        saved = [(buffer, buffer.clone()) for buffer in module.buffers()]
+        was_training = module.training
+        try:
+            recalibrate_bn(module, self.calibration_inputs())
+            yield module.eval()
+        finally:
+            with torch.no_grad():
+                for buffer, value in saved:
+                    buffer.copy_(value)
+            module.train(was_training)
 
     def batches(self, split: str) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
         if split not in SPLITS:
@@ -101,7 +115,8 @@ class Evaluator:
         key = self._key(arch, split)
         if key not in self._cache:
             batches = self.batches(split)      # checks the split name before any work
-            self._cache[key] = accuracy(self.prepared(arch), batches)
+            with self.prepared(arch) as module:
+                self._cache[key] = accuracy(module, batches)
         return self._cache[key]
 
 

@@ -1,6 +1,6 @@
 """Export a subnet: a static module of plain torch layers, checked and saved.
 
-Files (CONTRACT.md §7), written directly in the output directory:
+Files, written directly in the output directory (README, "Exports"):
 `model.pt2` (torch.export of the eval-mode model, dynamic batch), `weights.safetensors`,
 `arch.yaml`, `metrics.json`, and `timm.json` where the space maps to a timm model.
 """

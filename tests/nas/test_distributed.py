@@ -27,8 +27,8 @@ def _single_process_reference(steps: int) -> dict[str, torch.Tensor]:
     """One process: each step accumulates the gradients of the two half-batches, halved (DDP's mean)."""
     config = load_config(tiny_config(steps=steps))
     splits = api.load_splits(config)
-    supernet = api.build_supernet(config)
-    strategy = api.build_strategy(config, supernet)
+    strategy = api.build_strategy(config)
+    supernet = strategy.supernet
     trainer = Trainer(config, strategy, splits, RunDir(Path("/nonexistent")), progress=False)
     io = StepIO(forward=supernet, pass_context=lambda final: torch.enable_grad(), all_reduce_mean=lambda t: t)
     augment = Augment(config.data.augment.crop_padding, config.data.augment.hflip)

@@ -41,7 +41,7 @@ def test_tiny_run_learns_and_exports_what_eval_reports(tmp_path, capsys, sampler
     state = load_checkpoint(run.checkpoints / "last.pt")    # round-trips with weights_only=True
     assert state["step"] == 64 and state["config"] == load_config(run.config).to_dict()
     loaded = api.load_run(run.root)
-    assert all(torch.equal(v, loaded.supernet.state_dict()[k]) for k, v in state["model"].items())
+    assert all(torch.equal(v, loaded.strategy.model_state_dict()[k]) for k, v in state["model"].items())
 
     arch = "min" if sampler == "sandwich" else "max"
     assert cli.main(["eval", str(run.root), "--arch", arch, "--split", "test", "--json"]) == 0
@@ -122,8 +122,8 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
 
 def test_sandwich_step_runs_2_plus_n_passes_and_the_teacher_has_no_gradient(tmp_path):
     config = load_config(tiny_config(sampler="sandwich", distill="kl"), ["strategy.sampler.num_random=3"])
-    supernet = api.build_supernet(config)
-    strategy = api.build_strategy(config, supernet)
+    strategy = api.build_strategy(config)
+    supernet = strategy.supernet
     forwards, backwards, teachers = [], [], []
     supernet.register_forward_hook(lambda m, i, o: forwards.append(dict(m.active_arch)))
     supernet.classifier.register_full_backward_hook(lambda m, gi, go: backwards.append(1))
