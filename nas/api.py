@@ -20,9 +20,11 @@ from nas.core.files import write_json
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
 from nas.engine.checkpoint import LAST, load_checkpoint
 from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
+from nas.engine.devices import resolve_device
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run
+from nas.engine.sources import DataSource, build_source
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy, restore_strategy, seeded_supernet
 
@@ -54,6 +56,11 @@ def load_splits(config: RunConfig) -> ImageSplits:
     """The dataset of a config, in memory, with its fixed validation split."""
     d = config.data
     return load_dataset(d.name, d.root, d.val_size, d.train_size, d.split_seed, d.image_size)
+
+
+def load_source(config: RunConfig, device: torch.device | None = None) -> DataSource:
+    """The batches of a config: in memory or streamed (`data.in_memory`); pinned for CUDA."""
+    return build_source(config.data, pin_memory=device is not None and device.type == "cuda")
 
 
 def space_summary(config: RunConfig) -> dict[str, Any]:
@@ -97,11 +104,16 @@ def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> R
 
 
 def train(config: RunConfig, name: str | None = None, resume: bool = False,
-          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True) -> RunDir:
-    """Train a supernet; returns its run directory. `resume` continues `runs_dir/name`."""
+          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True,
+          device: str | torch.device | None = None) -> RunDir:
+    """Train a supernet; returns its run directory. `resume` continues `runs_dir/name`.
+
+    `device`: cpu, cuda or cuda:N (None: cuda when available, else cpu); under torchrun each
+    rank uses cuda:LOCAL_RANK.
+    """
     from nas.engine.trainer import Trainer
 
-    env = detect()
+    env = detect(device)
     init_process_group(env)
     if config.train.threads is not None:
         torch.set_num_threads(config.train.threads)
@@ -118,16 +130,16 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
             run.config.write_text(f"# nas train {run.config} --name {run.name} --resume\n"
                                   + yaml_io.dumps(config.to_dict()))
         write_json(run.environment, environment())
-    splits = load_splits(config)
+    source = load_source(config, torch.device(env.device))
     strategy = build_strategy(config)
     strategy.set_cache_dir(run.root)
 
     def make_evaluator(step: int) -> Evaluator:
-        return Evaluator(strategy.subnet_for, strategy.space.canonical, splits, config.eval,
+        return Evaluator(strategy.subnet_for, strategy.space.canonical, source, config.eval,
                          config.train.seed, step, config.train.channels_last)
 
     barrier()
-    trainer = Trainer(config, strategy, splits, run, env, progress, make_evaluator)
+    trainer = Trainer(config, strategy, source, run, env, progress, make_evaluator)
     if resume and (run.checkpoints / LAST).is_file():
         trainer.resume()
     trainer.fit()
@@ -138,14 +150,16 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
 # -- loading a trained run ------------------------------------------------------------------
 @dataclass
 class Run:
-    """A trained run: its config, its strategy (with the trained weights) and an evaluator."""
+    """A trained run: its config, its strategy (with the trained weights, on `device`) and an evaluator."""
 
     dir: RunDir
     config: RunConfig
     strategy: Strategy
     step: int
     checkpoint: Path
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     _splits: ImageSplits | None = field(default=None, repr=False)
+    _data: DataSource | None = field(default=None, repr=False)
     _evaluator: Evaluator | None = field(default=None, repr=False)
 
     @property
@@ -167,16 +181,26 @@ class Run:
         return self._splits
 
     @property
+    def data(self) -> DataSource:
+        """The run's batches as its config says (in memory or streamed)."""
+        if self._data is None:
+            self._data = load_source(self.config, self.device)
+        return self._data
+
+    @property
     def evaluator(self) -> Evaluator:
         if self._evaluator is None:
-            self._evaluator = Evaluator(self.strategy.subnet_for, self.space.canonical, self.splits,
+            self._evaluator = Evaluator(self.strategy.subnet_for, self.space.canonical, self.data,
                                         self.config.eval, self.config.train.seed, self.step,
                                         self.config.train.channels_last)
         return self._evaluator
 
 
-def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, checkpoint: str = LAST) -> Run:
-    """A trained run by directory or name, with the weights of `checkpoints/<checkpoint>`."""
+def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, checkpoint: str = LAST,
+             device: str | torch.device | None = None) -> Run:
+    """A trained run by directory or name, with the weights of `checkpoints/<checkpoint>` on
+    `device` (cpu, cuda or cuda:N; None: cuda when available, else cpu)."""
+    device = resolve_device(device)
     run_dir = find_run(path_or_name, runs_dir)
     config = load_config(run_dir.config)
     path = run_dir.checkpoints / checkpoint
@@ -189,8 +213,8 @@ def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, 
     except (KeyError, RuntimeError, ValueError) as e:
         raise CheckpointError(f"{path}: weights do not match {run_dir.config}: {str(e).splitlines()[0][:160]}") from e
     memory_format = torch.channels_last if config.train.channels_last else torch.contiguous_format
-    strategy.model.to(memory_format=memory_format).eval()
-    return Run(run_dir, config, strategy, int(state["step"]), path)
+    strategy.model.to(device, memory_format=memory_format).eval()
+    return Run(run_dir, config, strategy, int(state["step"]), path, device)
 
 
 def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
@@ -222,7 +246,7 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     val = run.evaluator.evaluate(arch, "val")
     test = run.evaluator.evaluate(arch, "test")
     preprocessing = {"resolution": run.space.input_size(arch), "interpolation": "bilinear", "antialias": False,
-                     "mean": list(run.splits.mean), "std": list(run.splits.std)}
+                     "mean": list(run.data.mean), "std": list(run.data.std)}
     metrics = {"val_top1": val.top1, "test_top1": test.top1, "val_top5": val.top5, "test_top5": test.top5,
                "step": run.step, "run": str(run.dir.root)}
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
@@ -261,11 +285,13 @@ def resolve_budget(value: str | float | None, low: float, high: float, flag: str
     return parse_amount(text, flag)
 
 
-def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | None = None,
+def latency_table(run: Run, device: str | torch.device | None = None, batch: int = 1, threads: int | None = None,
                   progress: bool = True) -> Path:
-    """Measure every distinct layer configuration of the run's space on `device` (`nas latency-table`)."""
+    """Measure every distinct layer configuration of the run's space on `device` (None: the
+    run's device) (`nas latency-table`)."""
     from nas.engine.latency import write_latency_table
 
+    device = resolve_device(device) if device is not None else run.device
     supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
     bar = None
     if progress:
@@ -288,7 +314,8 @@ def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | 
 
 
 def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | None = None,
-           max_params: str | float | None = None, max_latency_ms: float | None = None, device: str = "cpu",
+           max_params: str | float | None = None, max_latency_ms: float | None = None,
+           device: str | torch.device | None = None,
            batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
            workers: int = 1, progress: bool = True) -> Any:
@@ -299,12 +326,13 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     on one Optuna storage (a journal file in the search directory unless `storage` is given),
     then collects the shared study's result.
     Every candidate is scored by BN recalibration + validation top-1 (never the test split).
-    A latency budget uses the run's lookup table for `device`/`batch` (built first if missing)
-    and the winner is measured to report the table's error.
+    A latency budget uses the run's lookup table for `device` (None: the run's device) and
+    `batch` (built first if missing) and the winner is measured to report the table's error.
     """
     from nas.engine.latency import LatencyTable, table_filename
     from nas.engine.search_runner import Constraints, run_search
 
+    device = resolve_device(device) if device is not None else run.device
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
                               resolve_budget(max_params, low[1], high[1], "--max-params"), max_latency_ms)

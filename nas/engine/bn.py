@@ -19,6 +19,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from nas.engine.devices import module_device
+
 
 class _Moments:
     """Per-channel sums of x and x² and the element count seen by one BN layer."""
@@ -74,7 +76,8 @@ def _all_reduce(moments: Iterable[_Moments]) -> None:
     for m in moments:
         if m.sum is None:      # a layer the active subnet skips: skipped on every rank alike
             continue
-        packed = torch.cat([m.sum, m.sum_sq, torch.tensor([float(m.count)], dtype=torch.float64)])
+        count = torch.tensor([float(m.count)], dtype=torch.float64, device=m.sum.device)
+        packed = torch.cat([m.sum, m.sum_sq, count])   # on the model's device (nccl needs CUDA tensors)
         dist.all_reduce(packed)
         n = m.sum.numel()
         m.sum, m.sum_sq, m.count = packed[:n], packed[n:2 * n], int(packed[-1].item())
@@ -102,7 +105,7 @@ def recalibrate_bn(model: nn.Module, batches: Iterable[torch.Tensor],
             seen += x.shape[0]
     _all_reduce(moments.values())
     if dist.is_available() and dist.is_initialized():
-        total = torch.tensor([seen], dtype=torch.float64)
+        total = torch.tensor([seen], dtype=torch.float64, device=module_device(model))
         dist.all_reduce(total)
         seen = int(total.item())
     for layer, m in moments.items():

@@ -25,7 +25,7 @@ from torch import nn
 
 from nas.core.config import RunConfig, TrainConfig
 from nas.core.errors import CheckpointError, TrainingDiverged
-from nas.core.rng import torch_generator
+from nas.core.rng import derive_seed
 from nas.engine.checkpoint import (
     BEST,
     LAST,
@@ -34,11 +34,12 @@ from nas.engine.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from nas.engine.data import Augment, normalize, steps_per_epoch, train_batches
+from nas.engine.data import steps_per_epoch
 from nas.engine.datasets import ImageSplits
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import RunDir
+from nas.engine.sources import DataSource, as_source
 from nas.engine.train_logging import TrainLogger
 from supernets.base import Restructure, StepIO, Strategy, restore_strategy
 
@@ -86,22 +87,23 @@ class TrainState:
 
 
 class Trainer:
-    """Train `strategy.model` on `splits` as `config.train` says, writing into `run`."""
+    """Train `strategy.model` on `splits` as `config.train` says, writing into `run`, on
+    `env.device` (batches are moved there; in-memory splits are augmented as `config.data` says)."""
 
-    def __init__(self, config: RunConfig, strategy: Strategy, splits: ImageSplits, run: RunDir,
+    def __init__(self, config: RunConfig, strategy: Strategy, splits: ImageSplits | DataSource, run: RunDir,
                  env: DistEnv = DistEnv(), progress: bool = True,
                  make_evaluator: Callable[[int], Evaluator] | None = None):
         self.config, self.train_cfg = config, config.train
-        self.strategy, self.splits, self.run, self.env = strategy, splits, run, env
+        self.strategy, self.run, self.env = strategy, run, env
+        self.data = as_source(splits, config.data)
         self.progress, self.make_evaluator = progress, make_evaluator
         self.device = torch.device(env.device)
         self.memory_format = torch.channels_last if self.train_cfg.channels_last else torch.contiguous_format
-        self.steps_per_epoch = steps_per_epoch(len(splits.train_labels), self.train_cfg.batch_size)
+        self.steps_per_epoch = steps_per_epoch(self.data.num_train, self.train_cfg.batch_size)
         self.total_steps = (self.train_cfg.steps if self.train_cfg.steps is not None
                             else self.train_cfg.epochs * self.steps_per_epoch)
         self._build()
         self.state = TrainState()
-        self.augment = Augment(config.data.augment.crop_padding, config.data.augment.hflip)
         self._stop_signal: int | None = None
         self.restructures: list[tuple[int, str]] = []   # (step, reason) of this process's restructures
         if self.train_cfg.precision == "bf16" and self.device.type == "cpu":
@@ -141,7 +143,7 @@ class Trainer:
         if not self.env.enabled:
             return model
         from torch.nn.parallel import DistributedDataParallel as DDP
-        ids = [self.env.local_rank] if self.device.type == "cuda" else None
+        ids = [self.device.index] if self.device.type == "cuda" else None
         # Subnets leave most parameters unused; no_sync on all but the last pass of a step
         # plus find_unused_parameters lets one all-reduce carry the summed gradients.
         return DDP(model, device_ids=ids, find_unused_parameters=True, broadcast_buffers=False)
@@ -165,15 +167,9 @@ class Trainer:
     def probe_batches(self, split: str, count: int, key: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """`count` batches of `split` (`train` or `val`), normalised, without augmentation, on the
         device: a pure function of (seed, split, key), the same on every rank."""
-        if split == "train":
-            images, labels = self.splits.train_images, self.splits.train_labels
-        else:
-            images, labels = self.splits.split(split)
         size = self.train_cfg.batch_size // self.env.world_size
-        order = torch.randperm(len(images), generator=torch_generator(self.train_cfg.seed, "probe", split, key))
-        return [(normalize(images[idx], self.splits.mean, self.splits.std).to(self.device,
-                                                                              memory_format=self.memory_format),
-                 labels[idx].to(self.device)) for idx in order[: count * size].split(size)]
+        batches = self.data.sample_batches(split, count, size, derive_seed(self.train_cfg.seed, "probe", key))
+        return [(x.to(self.device, memory_format=self.memory_format), y.to(self.device)) for x, y in batches]
 
     # -- checkpoints --------------------------------------------------------------------
     def checkpoint_state(self) -> dict[str, Any]:
@@ -277,9 +273,10 @@ class Trainer:
         cfg = self.train_cfg
         while self.state.step < self.total_steps:
             epoch, offset = divmod(self.state.step, self.steps_per_epoch)
-            for images, labels in train_batches(self.splits, cfg.batch_size, cfg.seed, epoch, offset,
-                                                self.augment, self.env.rank, self.env.world_size):
-                yield epoch, images.to(self.device, memory_format=self.memory_format), labels.to(self.device)
+            for images, labels in self.data.train_batches(cfg.batch_size, cfg.seed, epoch, offset,
+                                                          self.env.rank, self.env.world_size):
+                yield (epoch, images.to(self.device, memory_format=self.memory_format, non_blocking=True),
+                       labels.to(self.device, non_blocking=True))
                 if self.state.step >= self.total_steps:
                     return
 
@@ -297,6 +294,7 @@ class Trainer:
                     logger.restructured(*self.restructures[-1])
                 at_epoch_end = self.state.step % self.steps_per_epoch == 0 or self.state.step == self.total_steps
                 if at_epoch_end:
+                    self.save()     # the epoch's steps are safe before evaluation starts
                     self.end_of_epoch(epoch, logger)
                 due = (self.state.step - last_save >= self.train_cfg.checkpoint.every_steps
                        or time.monotonic() - last_save_time >= self.train_cfg.checkpoint.every_seconds)
