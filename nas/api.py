@@ -15,16 +15,18 @@ import torch
 from nas.core.amounts import format_amount
 from nas.core.arch import Arch, arch_id, read_arch_file
 from nas.core.config import RunConfig, load_config, parse_overrides
-from nas.core.errors import CheckpointError, ConfigError, clip_words
+from nas.core.errors import CheckpointError, ConfigError
 from nas.core.files import check_writable
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
-from nas.engine.checkpoint import LAST, check_config, load_checkpoint, state_dict_mismatch
+from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail
 from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
+from nas.engine.devices import resolve_device
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, find_run, open_run
+from nas.engine.sources import DataSource, build_source
 from search_spaces.base import ArchSpace, Supernet
-from supernets.base import Strategy
+from supernets.base import Strategy, restore_strategy, seeded_supernet
 
 __all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet",
            "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary", "train"]
@@ -39,23 +41,26 @@ def build_space(config: RunConfig) -> ArchSpace:
 
 
 def build_supernet(config: RunConfig) -> Supernet:
-    """A freshly initialised supernet, seeded by `train.seed` (global RNG state untouched)."""
-    space = build_space(config)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.train.seed)
-        return space.build_supernet()
+    """A freshly initialised plain supernet of the config's space, seeded by `train.seed`
+    (global RNG state untouched). Training builds its model(s) through the strategy."""
+    return seeded_supernet(build_space(config), config.train.seed)
 
 
-def build_strategy(config: RunConfig, supernet: Supernet) -> Strategy:
-    """The training strategy of a config around `supernet`."""
+def build_strategy(config: RunConfig) -> Strategy:
+    """The config's training strategy, which builds its own freshly initialised model(s)."""
     s = config.strategy
-    return STRATEGIES.get(s.name).obj(supernet, s.options, s.sampler, s.distill, config.train.seed)
+    return STRATEGIES.get(s.name).obj(build_space(config), s.options, s.sampler, s.distill, config.train.seed)
 
 
 def load_splits(config: RunConfig) -> ImageSplits:
     """The dataset of a config, in memory, with its fixed validation split."""
     d = config.data
     return load_dataset(d.name, d.root, d.val_size, d.train_size, d.split_seed, d.image_size)
+
+
+def load_source(config: RunConfig, device: torch.device | None = None) -> DataSource:
+    """The batches of a config: in memory or streamed (`data.in_memory`); pinned for CUDA."""
+    return build_source(config.data, pin_memory=device is not None and device.type == "cuda")
 
 
 def space_summary(config: RunConfig) -> dict[str, Any]:
@@ -99,39 +104,41 @@ def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> R
 
 
 def train(config: RunConfig, name: str | None = None, resume: bool = False,
-          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True, checkpoint: str = LAST) -> RunDir:
+          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True, checkpoint: str = LAST,
+          device: str | torch.device | None = None) -> RunDir:
     """Train a supernet; returns its run directory. `resume` continues `runs_dir/name` from
     `checkpoints/<checkpoint>`.
 
-    Nothing is created before the name, the data and the config have been checked; the run
-    folder is locked while training (rank 0 holds the lock under torchrun).
+    `device`: cpu, cuda or cuda:N (None: cuda when available, else cpu); under torchrun each
+    rank uses cuda:LOCAL_RANK. Nothing is created before the name, the data and the config
+    have been checked; the run folder is locked while training (rank 0 holds the lock under
+    torchrun).
 
     Raises:
         Interrupted: SIGINT or SIGTERM stopped training (after writing its checkpoint).
     """
     from nas.engine.trainer import Trainer
 
-    env = detect()
+    env = detect(device)
     init_process_group(env)
     if config.train.threads is not None:
         torch.set_num_threads(config.train.threads)
     run = RunDir(Path(runs_dir) / check_name(name if name is not None else _default_name(config)))
     start = check_resume(run, resume, checkpoint)
-    splits = load_splits(config)
-    supernet = build_supernet(config)
-    strategy = build_strategy(config, supernet)
+    source = load_source(config, torch.device(env.device))
+    strategy = build_strategy(config)
     barrier()     # every rank has checked before rank 0 creates anything
     with ExitStack() as stack:
         if env.is_main:
-            stack.enter_context(open_run(run, config, resume, supernet))
+            stack.enter_context(open_run(run, config, resume, strategy.model_state_dict()))
         strategy.set_cache_dir(run.root)
 
         def make_evaluator(step: int) -> Evaluator:
-            return Evaluator(strategy.subnet_for, supernet.space.canonical, splits, config.eval,
+            return Evaluator(strategy.subnet_for, strategy.space.canonical, source, config.eval,
                              config.train.seed, step, config.train.channels_last)
 
         barrier()
-        trainer = Trainer(config, strategy, splits, run, env, progress, make_evaluator)
+        trainer = Trainer(config, strategy, source, run, env, progress, make_evaluator)
         if start is not None:
             trainer.resume(start)
         trainer.fit()
@@ -142,20 +149,29 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
 # -- loading a trained run ------------------------------------------------------------------
 @dataclass
 class Run:
-    """A trained run: config, supernet with weights, strategy and an evaluator."""
+    """A trained run: its config, its strategy (with the trained weights, on `device`) and an evaluator."""
 
     dir: RunDir
     config: RunConfig
-    supernet: Supernet
     strategy: Strategy
     step: int
     checkpoint: Path
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     _splits: ImageSplits | None = field(default=None, repr=False)
+    _data: DataSource | None = field(default=None, repr=False)
     _evaluator: Evaluator | None = field(default=None, repr=False)
 
     @property
     def space(self) -> ArchSpace:
-        return self.supernet.space
+        return self.strategy.space
+
+    def subnet(self, arch: Mapping[str, Any]) -> Supernet:
+        """The trained supernet that computes `arch`, with `arch` active."""
+        return self.strategy.subnet_for(arch)
+
+    def export_model(self, arch: Mapping[str, Any]) -> torch.nn.Module:
+        """A static module of `arch` with the trained weights (running statistics as stored)."""
+        return self.subnet(arch).export(arch)
 
     @property
     def splits(self) -> ImageSplits:
@@ -164,16 +180,26 @@ class Run:
         return self._splits
 
     @property
+    def data(self) -> DataSource:
+        """The run's batches as its config says (in memory or streamed)."""
+        if self._data is None:
+            self._data = load_source(self.config, self.device)
+        return self._data
+
+    @property
     def evaluator(self) -> Evaluator:
         if self._evaluator is None:
-            self._evaluator = Evaluator(self.strategy.subnet_for, self.space.canonical, self.splits,
+            self._evaluator = Evaluator(self.strategy.subnet_for, self.space.canonical, self.data,
                                         self.config.eval, self.config.train.seed, self.step,
                                         self.config.train.channels_last)
         return self._evaluator
 
 
-def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, checkpoint: str = LAST) -> Run:
-    """A trained run by directory or name, with the weights of `checkpoints/<checkpoint>`."""
+def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, checkpoint: str = LAST,
+             device: str | torch.device | None = None) -> Run:
+    """A trained run by directory or name, with the weights of `checkpoints/<checkpoint>` on
+    `device` (cpu, cuda or cuda:N; None: cuda when available, else cpu)."""
+    device = resolve_device(device)
     run_dir = find_run(path_or_name, runs_dir)
     config = load_config(run_dir.config)
     path = run_dir.checkpoints / checkpoint
@@ -181,26 +207,21 @@ def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, 
         raise CheckpointError(f"RUN: {run_dir.root} has no checkpoint {path.name} yet (train it with nas train)")
     state = load_checkpoint(path)
     check_config(state, config, path, run_dir.config)
-    supernet = build_supernet(config)
-    load_weights(supernet, state, path, run_dir.config)
-    strategy = build_strategy(config, supernet)
-    strategy.load_state_dict(state.get("strategy", {}))
+    strategy = build_strategy(config)
+    load_weights(strategy, state, path, run_dir.config)
     memory_format = torch.channels_last if config.train.channels_last else torch.contiguous_format
-    supernet.to(memory_format=memory_format).eval()
-    return Run(run_dir, config, supernet, strategy, int(state["step"]), path)
+    strategy.model.to(device, memory_format=memory_format).eval()
+    return Run(run_dir, config, strategy, int(state["step"]), path, device)
 
 
-def load_weights(module: torch.nn.Module, state: Mapping[str, Any], path: Path, config_path: Path) -> None:
-    """Load `state["model"]` into `module`; a mismatch names its first missing, unexpected or
+def load_weights(strategy: Strategy, state: Mapping[str, Any], path: Path, config_path: Path) -> None:
+    """`restore_strategy` from `state`; a mismatch names its first missing, unexpected or
     mis-shaped keys."""
-    detail = state_dict_mismatch(module.state_dict(), state.get("model"))
-    if not detail:
-        try:
-            module.load_state_dict(state["model"])
-            return
-        except (RuntimeError, ValueError, TypeError) as e:
-            detail = clip_words(str(e) or type(e).__name__)
-    raise CheckpointError(f"{path}: weights do not match {config_path} ({detail})")
+    try:
+        restore_strategy(strategy, state)
+    except (KeyError, RuntimeError, ValueError, TypeError, AttributeError) as e:
+        detail = mismatch_detail(strategy.model_state_dict(), state.get("model"), e)
+        raise CheckpointError(f"{path}: weights do not match {config_path} ({detail})") from e
 
 
 def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
@@ -232,13 +253,13 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     check_export_dir(out_dir, "--out" if out is not None else "RUN", run.space.params(arch))
     val = run.evaluator.evaluate(arch, "val")
     test = run.evaluator.evaluate(arch, "test")
-    module = run.evaluator.prepared(arch)     # recalibrated statistics are what gets exported
-    supernet = module if isinstance(module, Supernet) else run.supernet
     preprocessing = {"resolution": run.space.input_size(arch), "interpolation": "bilinear", "antialias": False,
-                     "mean": list(run.splits.mean), "std": list(run.splits.std)}
+                     "mean": list(run.data.mean), "std": list(run.data.std)}
     metrics = {"val_top1": val.top1, "test_top1": test.top1, "val_top5": val.top5, "test_top5": test.top5,
                "step": run.step, "run": str(run.dir.root)}
-    record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics, preprocessing)
+    with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
+        record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
+                             preprocessing)
     return {**record, "dir": str(out_dir)}
 
 
@@ -272,18 +293,18 @@ def resolve_budget(value: str | float | None, low: float, high: float, flag: str
     return parse_amount(text, flag)
 
 
-def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | None = None,
+def latency_table(run: Run, device: str | torch.device | None = None, batch: int = 1, threads: int | None = None,
                   progress: bool = True) -> Path:
-    """Measure every distinct layer configuration of the run's space on `device` (`nas latency-table`)."""
-    from nas.engine.devices import resolve_device
+    """Measure every distinct layer configuration of the run's space on `device` (None: the
+    run's device) (`nas latency-table`)."""
     from nas.engine.latency import write_latency_table
 
-    device = str(resolve_device(device, "--device"))
+    device = resolve_device(device) if device is not None else run.device
     for flag, value in (("--batch", batch), ("--threads", threads)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag}: must be >= 1, got {value}")
     check_writable(run.dir.root / "latency", "RUN")      # before minutes of measuring
-    supernet = run.supernet.to(memory_format=torch.contiguous_format)
+    supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
     bar = None
     if progress:
         from tqdm import tqdm
@@ -305,7 +326,8 @@ def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | 
 
 
 def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | None = None,
-           max_params: str | float | None = None, max_latency_ms: float | None = None, device: str = "cpu",
+           max_params: str | float | None = None, max_latency_ms: float | None = None,
+           device: str | torch.device | None = None,
            batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
            workers: int = 1, progress: bool = True) -> Any:
@@ -316,12 +338,12 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     on one Optuna storage (a journal file in the search directory unless `storage` is given),
     then collects the shared study's result.
     Every candidate is scored by BN recalibration + validation top-1 (never the test split).
-    A latency budget uses the run's lookup table for `device`/`batch` (built first if missing)
-    and the winner is measured to report the table's error.
+    A latency budget uses the run's lookup table for `device` (None: the run's device) and
+    `batch` (built first if missing) and the winner is measured to report the table's error.
     """
     from nas.engine.search_runner import Constraints, run_search
 
-    device = _check_search_arguments(device, batch, workers)
+    device = _check_search_arguments(run, device, batch, workers)
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
                               resolve_budget(max_params, low[1], high[1], "--max-params"), max_latency_ms)
@@ -342,21 +364,19 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     return run_search(run.space, evaluate_arch, searcher=searcher, searcher_options=options,
                       constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
                       study=study, worker=worker, latency=table,
-                      export=run.supernet.export if table is not None else None, progress=progress)
+                      export=run.export_model if table is not None else None, progress=progress)
 
 
-def _check_search_arguments(device: str, batch: int, workers: int) -> str:
-    """The canonical `--device` (`cpu`, `cuda:0`), after checking the process-level flags."""
-    from nas.engine.devices import resolve_device
-
+def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
+    """The device to search on (None: the run's device), after checking the process-level flags."""
     if workers < 1:
         raise ConfigError(f"--workers: must be >= 1, got {workers}")
     if batch < 1:
         raise ConfigError(f"--batch: must be >= 1, got {batch}")
-    return str(resolve_device(device, "--device"))
+    return resolve_device(device) if device is not None else run.device
 
 
-def _search_table(run: Run, device: str, batch: int, progress: bool) -> Any:
+def _search_table(run: Run, device: torch.device, batch: int, progress: bool) -> Any:
     """The run's latency table for `device`/`batch`, measured first if missing."""
     from nas.engine.latency import LatencyTable, table_filename
 

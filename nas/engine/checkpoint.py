@@ -33,21 +33,21 @@ _ZIP_MAGIC = b"PK\x03\x04"     # torch.save writes a zip archive
 _SHOWN = 3                     # keys named in a message
 
 
-def _tensors(value: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+def tensors(value: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
     """(dotted path, tensor) of every tensor inside nested dicts, lists and tuples."""
     if isinstance(value, torch.Tensor):
         yield prefix, value
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _tensors(item, f"{prefix}.{key}" if prefix else str(key))
+            yield from tensors(item, f"{prefix}.{key}" if prefix else str(key))
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            yield from _tensors(item, f"{prefix}[{index}]")
+            yield from tensors(item, f"{prefix}[{index}]")
 
 
 def non_finite_tensors(state: Any) -> list[str]:
     """Paths of the floating-point tensors in `state` that hold NaN or infinity."""
-    return [path for path, t in _tensors(state)
+    return [path for path, t in tensors(state)
             if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())]
 
 
@@ -165,6 +165,13 @@ def state_dict_mismatch(expected: Mapping[str, torch.Tensor], given: Any) -> str
             more = f" and {len(keys) - _SHOWN} more" if len(keys) > _SHOWN else ""
             problems.append(f"{label}: {', '.join(keys[:_SHOWN])}{more}")
     return "; ".join(problems)
+
+
+def mismatch_detail(expected: Mapping[str, torch.Tensor], given: Any, error: BaseException) -> str:
+    """Why loading `given` into a model whose state dict is `expected` failed with `error`: the
+    keys and shapes that differ, or the error in one line when they agree."""
+    detail = state_dict_mismatch(expected, given)
+    return detail if detail else f"{type(error).__name__}: {clip_words(str(error))}"
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

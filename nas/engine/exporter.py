@@ -1,11 +1,14 @@
 """Export a subnet: a static module of plain torch layers, checked and saved.
 
-Files, directly in the output directory: `model.pt2` (torch.export of the eval-mode model,
-dynamic batch), `weights.safetensors`, `arch.yaml`, `metrics.json`, and `timm.json` where the
-space maps to a timm model. They are written into a temporary folder beside the output
+Files, in the output directory (README, "Exports"): `model.pt2` (torch.export of the eval-mode
+model, dynamic batch), `weights.safetensors`, `arch.yaml`, `metrics.json`, and `timm.json` where
+the space maps to a timm model. They are written into a temporary folder beside the output
 directory, which then replaces it in one rename: an interrupted export leaves the previous
 export (or nothing) in place, never a mix. An existing output directory is replaced only if
 it holds nothing but export files.
+
+The static model is checked against the supernet on the supernet's device (in exact float32:
+no TF32 on CUDA), then saved from the CPU, so the files load on any machine.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from nas.core.arch import arch_id, write_arch_file
 from nas.core.errors import PathError
 from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
 from nas.engine.counting import parameter_count
+from nas.engine.devices import exact_float32, module_device
 from search_spaces.base import Supernet
 
 MAX_BATCH = 1 << 16
@@ -42,6 +46,9 @@ def check_export_dir(out_dir: str | Path, flag: str, params: int = 0) -> Path:
                             f"empty folder")
     check_writable(out_dir.parent, flag, need_bytes=2 * 4 * params * 2)
     return out_dir
+# Off the CPU the supernet and the export run different kernels (sliced vs contiguous weights),
+# which sum in other orders: allow float32 rounding relative to the size of the outputs.
+DEVICE_TOLERANCE = 1e-4
 
 
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
@@ -52,12 +59,13 @@ def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.Expo
 
 def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str, Any],
                        example: torch.Tensor) -> float:
-    """Largest |output difference| between `supernet` with `arch` active and `static` (eval mode)."""
+    """Largest |output difference| between `supernet` with `arch` active and `static` (eval mode),
+    both on `example`'s device."""
     was_training, previous = supernet.training, dict(supernet.active_arch)
     supernet.eval()
     supernet.set_active(arch)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), exact_float32(example.device):
             return (supernet(example) - static(example)).abs().max().item()
     finally:
         supernet.train(was_training)
@@ -70,22 +78,28 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
                 tolerance: float = 1e-5) -> dict:
     """Export `arch` from `supernet` into `out_dir`; returns the metrics written.
 
-    The static model is compared with the supernet on a seeded batch first; a difference above
-    `tolerance` is an internal error (the export would not be the searched subnet).
+    The static model is compared with the supernet on a seeded batch first, on the supernet's
+    device; a difference above `tolerance` (on CPU; `DEVICE_TOLERANCE` times the largest output,
+    at least 1, elsewhere) is an internal error (the export would not be the searched subnet).
     """
     space = supernet.space
     arch = space.canonical(arch)
     out_dir = check_export_dir(out_dir, "out_dir", space.params(arch))
-    static = supernet.export(arch)
+    device = module_device(supernet)
+    static = supernet.export(arch).to(device)
     size = space.input_size(arch)
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(4, space.in_chans, size, size, generator=generator)
-    difference = max_abs_difference(supernet, static, arch, example)
+    difference = max_abs_difference(supernet, static, arch, example.to(device))
+    if device.type != "cpu":
+        with torch.no_grad():
+            tolerance = max(tolerance, DEVICE_TOLERANCE * max(1.0, static(example.to(device)).abs().max().item()))
     if not difference <= tolerance:
-        raise RuntimeError(f"export differs from the supernet by {difference:.3g} (> {tolerance})")
+        raise RuntimeError(f"export differs from the supernet by {difference:.3g} (> {tolerance:.3g}) on {device}")
+    static = static.cpu()
     macs = space.macs(arch)
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
-              "max_abs_difference": difference, **dict(metrics or {})}
+              "max_abs_difference": difference, "checked_on": str(device), **dict(metrics or {})}
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)
     program = io.BytesIO()      # serialised in memory: a full disk then raises an OSError naming the file

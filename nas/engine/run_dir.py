@@ -19,7 +19,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 import torch
 
@@ -27,7 +27,7 @@ from nas.core import yaml_io
 from nas.core.config import RunConfig
 from nas.core.errors import ConfigError, RunError, clip
 from nas.core.files import check_writable, write_json, write_text
-from nas.engine.checkpoint import LAST
+from nas.engine.checkpoint import LAST, tensors
 from nas.engine.locks import LOCK_FILE, folder_lock
 
 DEFAULT_RUNS_DIR = "runs"
@@ -122,16 +122,16 @@ def check_resume(run: RunDir, resume: bool, checkpoint: str = LAST) -> str | Non
                    f"with another --name")
 
 
-def _checkpoint_bytes(model: torch.nn.Module) -> int:
+def _checkpoint_bytes(weights: Mapping[str, Any]) -> int:
     """Room for last.pt, best.pt and one being written, with optimiser states of up to 2 slots."""
-    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    return 3 * 3 * weights
+    return 3 * 3 * sum(t.numel() * t.element_size() for _, t in tensors(weights))
 
 
 @contextmanager
-def open_run(run: RunDir, config: RunConfig, resume: bool, model: torch.nn.Module) -> Iterator[None]:
-    """Rank 0: check the folder can hold the run, lock it, write config.yaml and environment.json."""
-    check_writable(run.root, "--runs-dir", _checkpoint_bytes(model))
+def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str, Any]) -> Iterator[None]:
+    """Rank 0: check the folder can hold the run (with `weights`, the strategy's model state),
+    lock it, write config.yaml and environment.json."""
+    check_writable(run.root, "--runs-dir", _checkpoint_bytes(weights))
     with folder_lock(run.root, "run"):
         if not resume:
             if run.config.exists():    # another process created it since check_resume

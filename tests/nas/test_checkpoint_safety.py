@@ -6,12 +6,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
-from nas import cli
+from nas import api, cli
 from nas.core import yaml_io
 from nas.core.config import load_config
-from nas.engine.checkpoint import load_checkpoint, non_finite_tensors, state_dict_mismatch
+from nas.core.errors import CheckpointError, TrainingDiverged
+from nas.engine.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint, state_dict_mismatch
+from nas.engine.trainer import Trainer
 from tests.nas.corpus import damage_tensor_data
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 from tests.nas.tiny import tiny_config
@@ -68,6 +71,44 @@ def test_resume_of_a_run_stopped_before_its_first_checkpoint_starts_over(tmp_pat
     assert load_checkpoint(tmp_path / "tiny" / "checkpoints" / "last.pt")["step"] == 8
 
 
+class _Killed(BaseException):
+    """Stands for a SIGKILL: nothing after it runs (no handler, no later checkpoint)."""
+
+
+def _epoch_records(run: Path) -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k != "elapsed_s"} for line in lines]
+
+
+@pytest.mark.parametrize("logged", [False, True])
+def test_a_kill_between_the_epoch_checkpoint_and_its_evaluation_evaluates_again(trained, tmp_path, monkeypatch,
+                                                                                 logged):
+    """The epoch-end checkpoint is written before evaluation: a run killed during the evaluation
+    (or after its record, before the checkpoint that follows) evaluates that epoch once more on
+    resume and logs it once, ending as the uninterrupted run."""
+    original = Trainer.end_of_epoch
+
+    def killed(self, epoch, logger):
+        if logged:
+            original(self, epoch, logger)
+        raise _Killed
+
+    monkeypatch.setattr(Trainer, "end_of_epoch", killed)
+    config = load_config(tiny_config(steps=8))
+    with pytest.raises(_Killed):
+        api.train(config, name="tiny", runs_dir=tmp_path, progress=False)
+    state = load_checkpoint(tmp_path / "tiny" / "checkpoints" / "last.pt")
+    assert state["step"] == 8 and state["evaluation_pending"] is True
+    assert (tmp_path / "tiny" / "metrics.jsonl").is_file() == logged
+    monkeypatch.undo()
+    api.train(config, name="tiny", runs_dir=tmp_path, progress=False, resume=True)
+    assert _epoch_records(tmp_path / "tiny") == _epoch_records(trained / "tiny")      # one record, the same
+    for name in ("last.pt", "best.pt"):
+        a, b = (load_checkpoint(runs / "tiny" / "checkpoints" / name) for runs in (tmp_path, trained))
+        assert a["evaluation_pending"] is b["evaluation_pending"] is False and a["best_score"] == b["best_score"]
+        assert all(torch.equal(a["model"][k], b["model"][k]) for k in b["model"])
+
+
 def test_resume_forgets_the_epochs_logged_after_its_checkpoint(trained, tmp_path):
     runs = copy_run(trained, "tiny", tmp_path)
     metrics = runs / "tiny" / "metrics.jsonl"
@@ -97,10 +138,12 @@ def test_damaged_last_pt_is_refused_and_best_pt_suggested(trained, tmp_path, cap
 def test_format_1_checkpoints_without_a_digest_still_load(trained, tmp_path, capsys):
     runs = copy_run(trained, "tiny", tmp_path)
     last = runs / "tiny" / "checkpoints" / "last.pt"
-    state = {k: v for k, v in load_checkpoint(last).items() if k != "digest"}
+    state = {k: v for k, v in load_checkpoint(last).items() if k not in ("digest", "evaluation_pending")}
     torch.save({**state, "format_version": 1}, last)     # as nas wrote it before the digest
     assert "digest" not in torch.load(last, weights_only=True)
     assert _eval_top1(capsys, runs) == _eval_top1(capsys, trained)
+    assert cli.main(["train", str(runs / "tiny" / "config.yaml"), "--name", "tiny", "--runs-dir", str(runs),
+                     "--resume", "--quiet"]) == 0       # restores strategy and weights; nothing left to train
 
 
 def test_config_yaml_edited_after_training_is_refused_naming_the_keys(trained, tmp_path, capsys):
@@ -126,3 +169,19 @@ def test_state_dict_mismatch_names_the_first_keys():
     assert state_dict_mismatch(expected, dict(expected)) == ""
     many = {f"v{i}": torch.zeros(1) for i in range(5)}
     assert state_dict_mismatch(many, {}) == "missing: v0, v1, v2 and 2 more"
+
+
+def test_the_strategy_state_is_digested_and_never_saved_non_finite(tmp_path):
+    """Strategies save more than weights (a learning sampler's logits and optimiser): the digest
+    covers it and a NaN in it is refused like one in the weights."""
+    state = {"model": {"w": torch.ones(2)}, "strategy": {"sampler": {"logits": torch.zeros(4), "step": 3}}}
+    path = save_checkpoint(state, tmp_path / "last.pt")
+    saved = torch.load(path, weights_only=True)
+    saved["strategy"]["sampler"]["logits"][0] = 0.5          # a change inside the strategy state alone
+    torch.save(saved, path)
+    with pytest.raises(CheckpointError, match="does not match its digest"):
+        load_checkpoint(path)
+    state["strategy"]["sampler"]["logits"][1] = float("nan")
+    with pytest.raises(TrainingDiverged, match=r"not written: 1 tensor with NaN .*first: strategy.sampler.logits"):
+        save_checkpoint(state, tmp_path / "next.pt")
+    assert not (tmp_path / "next.pt").exists()

@@ -29,7 +29,7 @@ def test_ctrl_c_during_an_export_into_an_existing_folder_keeps_the_old_export(tr
                                                                               monkeypatch):
     out = tmp_path / "out"
     run = api.load_run("tiny", trained)
-    save_export(run.supernet, run.space.max(), out)                  # an earlier export (without evaluations)
+    save_export(run.subnet(run.space.max()), run.space.max(), out)      # an earlier export (without evaluations)
     before = folder_digests(out)
 
     def interrupted(*args, **kwargs):      # model.pt2 and weights.safetensors are written by now
@@ -40,7 +40,7 @@ def test_ctrl_c_during_an_export_into_an_existing_folder_keeps_the_old_export(tr
     assert "nas export: interrupted" in capsys.readouterr().err
     assert folder_digests(out) == before and [p.name for p in tmp_path.iterdir()] == ["out"]
     monkeypatch.undo()
-    save_export(run.supernet, run.space.min(), out)                  # the next export replaces it whole
+    save_export(run.subnet(run.space.min()), run.space.min(), out)      # the next export replaces it whole
     assert read_arch_file(out / "arch.yaml") == run.space.min()
     assert json.loads((out / "metrics.json").read_text())["arch_id"] == arch_id(run.space.min())
     assert sorted(p.name for p in out.iterdir()) == sorted(before) and [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -52,11 +52,12 @@ def test_study_names_stay_one_folder_under_search(trained, capsys):
 @pytest.mark.parametrize("device", ["tpu9", "cpu:1", "cuda:x", "gpu", "cuda:64"])
 def test_device_is_cpu_cuda_or_cuda_n_of_this_machine(trained, capsys, verb, device):
     if device == "cuda:64":
-        expected = "this machine has" if torch.cuda.is_available() else "no CUDA GPU is available on this machine"
+        expected = f"--device: {device}: " + ("this machine has" if torch.cuda.is_available() else
+                                               "CUDA is not available here")
     else:
-        expected = "expected cpu, cuda or cuda:N"
+        expected = f"--device: {device!r} is not a device; use cpu, cuda or cuda:N"
     before = folder_digests(trained)
-    one_line_error(capsys, [verb, *_run(trained), "--device", device, "--quiet"], f"--device: {device}: {expected}")
+    one_line_error(capsys, [verb, *_run(trained), "--device", device, "--quiet"], expected)
     assert folder_digests(trained) == before
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from nas import api
 from nas.core.config import load_config
+from nas.core.errors import Interrupted
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.trainer import Trainer
 from supernets import attentive_table
@@ -27,7 +30,10 @@ def test_tiny_alphanet_run_learns_logs_the_divergence_and_reuses_its_table_on_re
     config = load_config(tiny_config(sampler="attentive", distill="alpha", steps=24,
                                      optimizer={"name": "sgd", "lr": 0.2}),
                          ["strategy.sampler.num_random=1", "strategy.sampler.k=2"])
-    run = api.train(config, name="alphanet", runs_dir=tmp_path, progress=False)
+    with pytest.raises(Interrupted, match="SIGINT at step 18, checkpoint saved") as stopped:
+        api.train(config, name="alphanet", runs_dir=tmp_path, progress=False, device="cpu")
+    assert stopped.value.exit_code == 130
+    run = api.RunDir(tmp_path / "alphanet")
     assert load_checkpoint(run.checkpoints / "last.pt")["step"] == 18
     assert all({"loss/max", "loss/random0", "divergence/random0", "alpha_min_share/min"} <= r.keys()
                for r in records)
@@ -43,6 +49,6 @@ def test_tiny_alphanet_run_learns_logs_the_divergence_and_reuses_its_table_on_re
 
     monkeypatch.setattr(attentive_table, "build_rows", no_build)
     monkeypatch.setattr(Trainer, "train_one_step", original)
-    api.train(load_config(run.config), name="alphanet", resume=True, runs_dir=tmp_path, progress=False)
+    api.train(load_config(run.config), name="alphanet", resume=True, runs_dir=tmp_path, progress=False, device="cpu")
     assert load_checkpoint(run.checkpoints / "last.pt")["step"] == 24
     assert table.stat().st_mtime_ns == written
