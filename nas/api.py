@@ -297,6 +297,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     on one Optuna storage (a journal file in the search directory unless `storage` is given),
     then collects the shared study's result.
     Every candidate is scored by BN recalibration + validation top-1 (never the test split).
+    The archs the strategy trains at every step (`anchor_archs`: max and min for the sandwich
+    rule) are evaluated first where they meet the budgets, inside `trials`.
     A latency budget uses the run's lookup table for `device`/`batch` (built first if missing)
     and the winner is measured to report the table's error.
     """
@@ -327,7 +329,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     return run_search(run.space, evaluate_arch, searcher=searcher, searcher_options=options,
                       constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
                       study=study, worker=worker, latency=table,
-                      export=run.supernet.export if table is not None else None, progress=progress)
+                      export=run.supernet.export if table is not None else None, progress=progress,
+                      anchors=run.strategy.anchor_archs())
 
 
 def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: str | None, study: str | None,

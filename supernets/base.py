@@ -58,6 +58,11 @@ class Strategy(abc.ABC):
     def monitored_archs(self) -> dict[str, Arch]:
         """Archs whose validation accuracy is logged at each epoch end (e.g. min, mid, max)."""
 
+    def anchor_archs(self) -> list[Arch]:
+        """Archs trained at every step (e.g. the sandwich rule's max and min): a search
+        evaluates the feasible ones first, so it never returns worse than them. Default: none."""
+        return []
+
     def set_cache_dir(self, path: Path | None) -> None:
         """Let the strategy cache tables that are pure functions of the config in `path` (the
         run directory in training); by default nothing is cached."""

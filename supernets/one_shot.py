@@ -62,6 +62,9 @@ class OneShotStrategy(Strategy):
     def monitored_archs(self) -> dict[str, Arch]:
         return dict(self._monitored)
 
+    def anchor_archs(self) -> list[Arch]:
+        return self.sampler.anchors()
+
     def trained_archs(self, step: int) -> Sequence[Arch]:
         return [slot.arch for slot in self.sampler.slots(step)]
 
