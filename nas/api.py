@@ -5,11 +5,13 @@ CLI is a thin layer over it.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
+from torch import nn
 
 from nas.core import yaml_io
 from nas.core.amounts import format_amount
@@ -26,8 +28,9 @@ from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy
 
-__all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet",
-           "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary", "train"]
+__all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity",
+           "ground_truth", "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary",
+           "train"]
 
 
 def build_space(config: RunConfig) -> ArchSpace:
@@ -370,3 +373,71 @@ def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: 
     if errors:
         raise SearchError("--workers: " + "; ".join(errors))
     return storage, study
+
+
+# -- fidelity -------------------------------------------------------------------------------
+def standalone_model(config: RunConfig, arch: Mapping[str, Any], seed: int) -> nn.Module:
+    """What standalone training of `arch` starts from: the export of a freshly initialised plain
+    supernet of `config` seeded with `seed` (never a run's trained weights), in training mode."""
+    fresh = build_supernet(dataclasses.replace(config, train=dataclasses.replace(config.train, seed=seed)))
+    return fresh.export(arch).train()
+
+
+def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
+                 seeds: int = 1, recipe: Any = None, workers: int = 1, selection_seed: int = 0,
+                 progress: bool = True) -> dict[str, Any]:
+    """Train (or reuse from `ground_truth_dir`) the standalone ground truth of `nas fidelity` for
+    the config's space, without any supernet: the `archs` MACs-stratified archs, `seeds` times each.
+
+    Returns `{"dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho",
+    "new"}`: `records` holds one `{"arch_id", "arch", "macs", "params", "standalone_test_top1",
+    ...}` per arch sorted by MACs, `new` the trainings run by this call.
+    """
+    from nas.engine.fidelity import check_arguments, plan, standalone_record
+    from nas.engine.fidelity_report import seed_agreement
+
+    check_arguments(archs, epochs, seeds, workers)
+    measured = plan(config, build_space(config), standalone_model, ground_truth_dir, archs=archs, epochs=epochs,
+                    seeds=seeds, recipe=recipe, selection_seed=selection_seed)
+    records: dict[str, dict[str, Any]] = {}
+
+    def keep(arch: Arch, results: list[dict[str, Any]]) -> None:
+        records[arch_id(arch)] = standalone_record(arch, results)
+
+    new = measured.truth.collect(measured.archs, seeds, workers, keep, progress)
+    ordered = [records[arch_id(a)] for a in measured.archs]
+    return {"dir": str(measured.truth.folder), "recipe": measured.recipe, "recipe_digest": measured.truth.digest,
+            "records": ordered, **seed_agreement(ordered, seeds), "new": new}
+
+
+def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = None, seeds: int = 1,
+             recipe: Any = None, workers: int = 1, ground_truth_dir: str | Path | None = None,
+             selection_seed: int = 0, out: str | Path | None = None, runs_dir: str | Path = DEFAULT_RUNS_DIR,
+             checkpoint: str = LAST, progress: bool = True) -> Any:
+    """How well the run's supernet ranks its subnets (`nas fidelity`): supernet vs standalone test top-1.
+
+    Selects `archs` archs stratified over the space's MACs (min and max included), trains each
+    alone `seeds` times with the recipe (a file of `train`/`data` overrides, a `Recipe`, or the
+    run's own with `epochs`) in `workers` processes, caching every training in
+    `ground_truth_dir` (default `runs/NAME/fidelity/ground_truth`), and reports Kendall tau-b,
+    Spearman rho, top-k overlap and per-MACs-bin gaps. Writes `runs/NAME/fidelity/<id>/` (or
+    `out`), where `<id>` follows from the arguments: the same call resumes. Returns a
+    `nas.engine.fidelity.FidelityResult`. Workers are started with multiprocessing's spawn
+    method: a script that calls this with `workers > 1` needs an `if __name__ == "__main__":` guard.
+    """
+    from nas.engine.fidelity import check_arguments, plan, run_fidelity
+
+    check_arguments(archs, epochs, seeds, workers)     # before loading the run
+    if not isinstance(run, Run):
+        run = load_run(run, runs_dir, checkpoint)
+    root = Path(ground_truth_dir) if ground_truth_dir is not None else run.dir.fidelity("ground_truth")
+    measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
+                    recipe=recipe, selection_seed=selection_seed)
+    ident = measured.ident() + ("" if run.checkpoint.name == LAST else f"-{run.checkpoint.stem}")
+    settings = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,
+                "space": run.space.name, "space_fingerprint": run.space.fingerprint(),
+                "arch_ids": [arch_id(a) for a in measured.archs], "selection_seed": selection_seed, "seeds": seeds,
+                "recipe_digest": measured.truth.digest, "recipe": measured.recipe.to_dict(),
+                "ground_truth": str(measured.truth.folder)}
+    return run_fidelity(measured.archs, measured.truth, seeds, lambda arch: evaluate(run, arch, "test")["top1"],
+                        Path(out) if out is not None else run.dir.fidelity(ident), settings, workers, progress)

@@ -15,6 +15,12 @@ def clip(value: object, limit: int = MAX_ECHO) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def check_int(flag: str, value: object, minimum: int, why: str = "") -> None:
+    """Raise `ConfigError` naming `flag` unless `value` is an integer >= `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{flag}: must be an integer >= {minimum}{why}, got {clip(value)}")
+
+
 class NasError(Exception):
     """Base class of all errors `nas` reports to users."""
 

@@ -20,7 +20,7 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 from torch import nn
 
-from nas.core.config import RunConfig, TrainConfig
+from nas.core.config import GradClipConfig, RunConfig, TrainConfig
 from nas.core.errors import CheckpointError, TrainingDiverged
 from nas.engine.checkpoint import (
     BEST,
@@ -65,6 +65,15 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total
         decay_epochs=s.decay_steps if s.decay_steps is not None else max(total_steps // 3, 1),
         step_on_epochs=False, updates_per_epoch=1)
     return scheduler
+
+
+def clip_gradients(model: nn.Module, clip: GradClipConfig) -> None:
+    """Element-wise value clip and/or total-norm clip of the gradients, as `train.grad_clip` says."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    if clip.value is not None:
+        torch.nn.utils.clip_grad_value_(params, clip.value)
+    if clip.norm is not None:
+        torch.nn.utils.clip_grad_norm_(params, clip.norm)
 
 
 @dataclass
@@ -197,12 +206,7 @@ class Trainer:
                 f"or enable train.grad_clip")
 
     def _clip(self) -> None:
-        clip = self.train_cfg.grad_clip
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        if clip.value is not None:
-            torch.nn.utils.clip_grad_value_(params, clip.value)
-        if clip.norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, clip.norm)
+        clip_gradients(self.model, self.train_cfg.grad_clip)
 
     def train_one_step(self, images: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
         """One optimiser step: the strategy's passes, clipping, the update, the LR schedule."""
