@@ -92,13 +92,13 @@ def _number(value: float | None, digits: int = 3) -> str:
 
 def format_summary(summary: Mapping[str, Any]) -> str:
     """Human-readable rendering of a fidelity summary."""
-    lines = [f"{summary['archs']} archs, {summary['seeds']} standalone seed(s) each: Kendall tau "
-             f"{_number(summary['kendall_tau'])}, Spearman rho {_number(summary['spearman_rho'])}, "
-             f"top-{summary['top_k']} overlap {_number(summary['top_k_overlap'], 2)}",
-             f"ground truth seed-to-seed Kendall tau (the ceiling): {_number(summary['seed_kendall_tau'])}",
-             f"standalone minus supernet: mean {summary['gap_points_mean']:+.2f}, max "
-             f"{summary['gap_points_max']:+.2f} points",
-             "  MMACs          archs  gap mean  gap max (points)"]
+    ranking = (f"{summary['archs']} archs, {summary['seeds']} standalone seed(s) each: Kendall tau "
+               f"{_number(summary['kendall_tau'])}, Spearman rho {_number(summary['spearman_rho'])}, "
+               f"top-{summary['top_k']} overlap {_number(summary['top_k_overlap'], 2)}")
+    gaps = (f"standalone minus supernet: mean {summary['gap_points_mean']:+.2f}, max "
+            f"{summary['gap_points_max']:+.2f} points")
+    lines = [ranking, f"ground truth seed-to-seed Kendall tau (the ceiling): {_number(summary['seed_kendall_tau'])}",
+             gaps, "  MMACs          archs  gap mean  gap max (points)"]
     for row in summary["bins"]:
         lines.append(f"  {row['macs_low'] / 1e6:5.2f}-{row['macs_high'] / 1e6:5.2f}  {row['archs']:5d}  "
                      f"{_number(row['gap_mean'], 2):>8s}  {_number(row['gap_max'], 2):>7s}")

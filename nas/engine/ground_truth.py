@@ -102,7 +102,6 @@ class GroundTruth:
         # dearest first: the last trainings to finish are short ones (workers end together)
         for arch in sorted(archs, key=lambda a: (-self.space.macs(a), arch_id(a))):
             tasks += [self.task(arch, k) for k in range(seeds) if k not in found[arch_id(arch)]]
-        by_id = {arch_id(a): a for a in archs}
         from tqdm import tqdm
         with tqdm(total=len(tasks), desc=f"standalone {self.folder.name}", unit="training", file=sys.stderr,
                   disable=not progress or not tasks, dynamic_ncols=True) as bar:
@@ -111,7 +110,7 @@ class GroundTruth:
                 results[task.seed] = result
                 bar.update(1)
                 if len(results) == seeds:
-                    on_arch(by_id[arch_id(task.arch)], [results[k] for k in range(seeds)])
+                    on_arch(task.arch, [results[k] for k in range(seeds)])
         return len(tasks)
 
 

@@ -11,7 +11,8 @@ TINY_SPACES = {
     "mobilenetv3": TINY_SPACE,
     "vit": {"name": "vit", "options": {"embed_dims": [16, 32], "depths": [1, 2], "num_heads": [1, 2],
                                        "mlp_ratios": [2.0, 4.0], "head_dim": 8, "patch_size": 7}},
-    "cell201": {"name": "cell201", "options": {"channels": 4, "image_size": 12}},
+    "cell201": {"name": "cell201", "options": {"channels": 4, "image_size": 12,
+                                               "operations": ["none", "skip_connect", "conv_1x1", "conv_3x3"]}},
 }
 
 
