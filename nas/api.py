@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 from torch import nn
@@ -27,6 +27,10 @@ from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy
+
+if TYPE_CHECKING:
+    from nas.engine.fidelity import FidelityResult
+    from nas.engine.recipe import Recipe
 
 __all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity",
            "ground_truth", "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary",
@@ -384,7 +388,7 @@ def standalone_model(config: RunConfig, arch: Mapping[str, Any], seed: int) -> n
 
 
 def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
-                 seeds: int = 1, recipe: Any = None, workers: int = 1, selection_seed: int = 0,
+                 seeds: int = 1, recipe: str | Path | Recipe | None = None, workers: int = 1, selection_seed: int = 0,
                  progress: bool = True) -> dict[str, Any]:
     """Train (or reuse from `ground_truth_dir`) the standalone ground truth of `nas fidelity` for
     the config's space, without any supernet: the `archs` MACs-stratified archs, `seeds` times each.
@@ -411,9 +415,9 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
 
 
 def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = None, seeds: int = 1,
-             recipe: Any = None, workers: int = 1, ground_truth_dir: str | Path | None = None,
+             recipe: str | Path | Recipe | None = None, workers: int = 1, ground_truth_dir: str | Path | None = None,
              selection_seed: int = 0, out: str | Path | None = None, runs_dir: str | Path = DEFAULT_RUNS_DIR,
-             checkpoint: str = LAST, progress: bool = True) -> Any:
+             checkpoint: str = LAST, progress: bool = True) -> FidelityResult:
     """How well the run's supernet ranks its subnets (`nas fidelity`): supernet vs standalone test top-1.
 
     Selects `archs` archs stratified over the space's MACs (min and max included), trains each
