@@ -36,12 +36,12 @@ def worker(steps: int, batch: int) -> None:
     from nas.engine.run_dir import RunDir
     from nas.engine.trainer import Trainer
 
-    env = detect()
+    env = detect("cpu")      # a CPU (gloo) benchmark, also on machines with a GPU
     init_process_group(env)
     config = load_config("fashion_mnist_mbv3", [f"train.batch_size={batch * env.world_size}", "train.epochs=1"])
     splits = api.load_splits(config)
-    supernet = api.build_supernet(config)
-    trainer = Trainer(config, api.build_strategy(config, supernet), splits, RunDir(Path("/nonexistent")), env,
+    strategy = api.build_strategy(config)
+    trainer = Trainer(config, strategy, splits, RunDir(Path("/nonexistent")), env,
                       progress=False)
     augment = Augment(config.data.augment.crop_padding, config.data.augment.hflip)
     times = []

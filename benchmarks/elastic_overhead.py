@@ -10,7 +10,9 @@ touch at all get no gradient and are skipped. Steps alternate between the two mo
 see the same machine load. Also: analytic cost rate (MACs + params) over 10,000 distinct
 freshly sampled archs, no caches.
 
-    python benchmarks/elastic_overhead.py [--space mobilenetv3] [--steps 40]
+    python benchmarks/elastic_overhead.py [--space mobilenetv3] [--steps 40] [--device cpu]
+
+On a CUDA device each step is timed between synchronisations (benchmarks/gpu_check.py uses it).
 """
 from __future__ import annotations
 
@@ -37,14 +39,17 @@ SPACE_CONFIGS = {"mobilenetv3": "fashion_mnist_mbv3", "vit": "fashion_mnist_vit"
 def step_times(models, x, y, steps: int) -> list[list[float]]:
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
                   for m in models]
+    sync = torch.cuda.synchronize if x.device.type == "cuda" else (lambda: None)
     times = [[] for _ in models]
     for _ in range(steps):
         for model, optimizer, bucket in zip(models, optimizers, times):
+            sync()
             start = time.perf_counter()
             loss = torch.nn.functional.cross_entropy(model(x), y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            sync()
             bucket.append(time.perf_counter() - start)
     return [t[3:] for t in times]   # drop warm-up steps
 
@@ -62,39 +67,49 @@ def cost_rate(space, n: int = 10_000) -> float:
     return len(archs) / (time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--space", default="mobilenetv3", choices=sorted(SPACE_CONFIGS))
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--batch", type=int, default=128)
-    args = parser.parse_args()
-    torch.set_num_threads(2)
+def overhead(space_name: str, steps: int, batch: int, device: str = "cpu") -> dict:
+    """Step-time ratio supernet / static export for max, a mid arch and min (prints a line each)."""
     torch.manual_seed(0)
-    config = load_config(SPACE_CONFIGS[args.space])
+    config = load_config(SPACE_CONFIGS[space_name])
     space = build_space(config)
-    channels_last = config.train.channels_last
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    supernet = space.build_supernet().to(memory_format=fmt).train()
+    fmt = torch.channels_last if config.train.channels_last else torch.contiguous_format
+    supernet = space.build_supernet().to(device, memory_format=fmt).train()
     rng = random.Random(1)
     archs = {"max": space.max(), "mid": space.sample(rng), "min": space.min()}
     results = {}
     for name, arch in archs.items():
         supernet.set_active(arch)
-        static = supernet.export(arch).train().to(memory_format=fmt)
+        static = supernet.export(arch).train().to(device, memory_format=fmt)
         size = space.input_size(arch)
-        x = torch.randn(args.batch, space.in_chans, size, size).contiguous(memory_format=fmt)
-        y = torch.randint(0, space.num_classes, (args.batch,))
-        elastic, plain = step_times([supernet, static], x, y, args.steps)
+        x = torch.randn(batch, space.in_chans, size, size).to(device).contiguous(memory_format=fmt)
+        y = torch.randint(0, space.num_classes, (batch,)).to(device)
+        elastic, plain = step_times([supernet, static], x, y, steps)
         ratio = statistics.median(elastic) / statistics.median(plain)
         results[name] = {"macs": space.macs(arch), "supernet_ms": 1e3 * statistics.median(elastic),
                          "static_ms": 1e3 * statistics.median(plain), "ratio": ratio}
-        print(f"{args.space} {name:3s} {space.macs(arch) / 1e6:6.2f} MMACs  supernet "
-              f"{results[name]['supernet_ms']:7.1f} ms  static {results[name]['static_ms']:7.1f} ms  "
-              f"ratio {ratio:.3f}")
+        print(f"{space_name} {name:3s} {space.macs(arch) / 1e6:6.2f} MMACs  supernet "
+              f"{results[name]['supernet_ms']:7.2f} ms  static {results[name]['static_ms']:7.2f} ms  "
+              f"ratio {ratio:.3f}  ({device})", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--space", default="mobilenetv3", choices=sorted(SPACE_CONFIGS))
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    results = overhead(args.space, args.steps, args.batch, args.device)
+    config = load_config(SPACE_CONFIGS[args.space])
+    channels_last = config.train.channels_last
+    space = build_space(config)
     rate = cost_rate(space)
     print(f"{args.space} analytic costs: {rate:,.0f} archs/s (MACs + params, distinct fresh archs, no cache)")
     print(json.dumps({"space": args.space, "steps": args.steps, "batch": args.batch, "threads": 2,
-                      "channels_last": channels_last, "cpu": platform.processor() or platform.machine(),
+                      "device": args.device, "channels_last": channels_last,
+                      "cpu": platform.processor() or platform.machine(),
                       "torch": torch.__version__, "results": results, "cost_rate": rate}))
 
 

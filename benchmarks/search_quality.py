@@ -64,7 +64,7 @@ def evaluation_rate(run, count: int = 10) -> dict:
     calibration = evaluator.calibration_inputs()
     start = time.perf_counter()
     for arch in archs:
-        static = run.supernet.export(arch).to(memory_format=fmt)
+        static = run.export_model(arch).to(memory_format=fmt)
         size = run.space.input_size(arch)
         resize = lambda x: torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear",  # noqa: E731
                                                            align_corners=False)
@@ -76,21 +76,30 @@ def evaluation_rate(run, count: int = 10) -> dict:
             "static_per_min": 60 * count / static_seconds, "ratio_cold_to_static": cold / static_seconds}
 
 
-def table_error(run, count: int, threads: int) -> dict:
-    path = run.dir.root / "latency" / table_filename("cpu", 1)
+def percentage_errors(predicted: list[float], measured: list[float]) -> dict:
+    """Mean and median absolute percentage error of predictions against measurements."""
+    if not measured or len(predicted) != len(measured) or min(measured) <= 0:
+        raise ValueError("needs as many predictions as measurements, all measurements > 0")
+    errors = [abs(p - m) / m for p, m in zip(predicted, measured)]
+    return {"mape_pct": 100 * statistics.mean(errors), "median_ape_pct": 100 * statistics.median(errors)}
+
+
+def table_error(run, count: int, threads: int | None, device: str = "cpu", batch: int = 1) -> dict:
+    """Build (if missing) the run's latency table on `device`, then compare its predictions with
+    measurements of `count` random exported subnets."""
+    path = run.dir.root / "latency" / table_filename(device, batch)
     if not path.is_file():
-        api.latency_table(run, "cpu", 1, threads=threads, progress=False)
+        api.latency_table(run, device, batch, threads=threads, progress=False)
     table = LatencyTable.load(path)
     rng = random.Random(7)
-    errors = []
+    predicted, measured = [], []
     for _ in range(count):
         arch = run.space.sample(rng)
         size = run.space.input_size(arch)
-        measured = measure(run.supernet.export(arch), "cpu", 1, (run.space.in_chans, size, size),
-                           threads=threads).median_ms
-        predicted = table.predict(run.space, arch)
-        errors.append(abs(predicted - measured) / measured)
-    return {"archs": count, "mape_pct": 100 * statistics.mean(errors), "median_ape_pct": 100 * statistics.median(errors),
+        measured.append(measure(run.export_model(arch), device, batch, (run.space.in_chans, size, size),
+                                threads=threads).median_ms)
+        predicted.append(table.predict(run.space, arch))
+    return {"archs": count, **percentage_errors(predicted, measured), "device": device, "batch": batch,
             "threads": threads, "entries": len(table.entries), "constant_ms": table.constant_ms}
 
 

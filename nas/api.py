@@ -5,7 +5,6 @@ CLI is a thin layer over it.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -22,11 +21,13 @@ from nas.core.files import write_json
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
 from nas.engine.checkpoint import LAST, load_checkpoint
 from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
+from nas.engine.devices import resolve_device
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, environment, find_run
+from nas.engine.sources import DataSource, build_source
 from search_spaces.base import ArchSpace, Supernet
-from supernets.base import Strategy
+from supernets.base import Strategy, restore_strategy, seeded_supernet
 
 if TYPE_CHECKING:
     from nas.engine.fidelity import FidelityResult
@@ -46,23 +47,26 @@ def build_space(config: RunConfig) -> ArchSpace:
 
 
 def build_supernet(config: RunConfig) -> Supernet:
-    """A freshly initialised supernet, seeded by `train.seed` (global RNG state untouched)."""
-    space = build_space(config)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.train.seed)
-        return space.build_supernet()
+    """A freshly initialised plain supernet of the config's space, seeded by `train.seed`
+    (global RNG state untouched). Training builds its model(s) through the strategy."""
+    return seeded_supernet(build_space(config), config.train.seed)
 
 
-def build_strategy(config: RunConfig, supernet: Supernet) -> Strategy:
-    """The training strategy of a config around `supernet`."""
+def build_strategy(config: RunConfig) -> Strategy:
+    """The config's training strategy, which builds its own freshly initialised model(s)."""
     s = config.strategy
-    return STRATEGIES.get(s.name).obj(supernet, s.options, s.sampler, s.distill, config.train.seed)
+    return STRATEGIES.get(s.name).obj(build_space(config), s.options, s.sampler, s.distill, config.train.seed)
 
 
 def load_splits(config: RunConfig) -> ImageSplits:
     """The dataset of a config, in memory, with its fixed validation split."""
     d = config.data
     return load_dataset(d.name, d.root, d.val_size, d.train_size, d.split_seed, d.image_size)
+
+
+def load_source(config: RunConfig, device: torch.device | None = None) -> DataSource:
+    """The batches of a config: in memory or streamed (`data.in_memory`); pinned for CUDA."""
+    return build_source(config.data, pin_memory=device is not None and device.type == "cuda")
 
 
 def space_summary(config: RunConfig) -> dict[str, Any]:
@@ -106,11 +110,16 @@ def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> R
 
 
 def train(config: RunConfig, name: str | None = None, resume: bool = False,
-          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True) -> RunDir:
-    """Train a supernet; returns its run directory. `resume` continues `runs_dir/name`."""
+          runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True,
+          device: str | torch.device | None = None) -> RunDir:
+    """Train a supernet; returns its run directory. `resume` continues `runs_dir/name`.
+
+    `device`: cpu, cuda or cuda:N (None: cuda when available, else cpu); under torchrun each
+    rank uses cuda:LOCAL_RANK.
+    """
     from nas.engine.trainer import Trainer
 
-    env = detect()
+    env = detect(device)
     init_process_group(env)
     if config.train.threads is not None:
         torch.set_num_threads(config.train.threads)
@@ -127,17 +136,16 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
             run.config.write_text(f"# nas train {run.config} --name {run.name} --resume\n"
                                   + yaml_io.dumps(config.to_dict()))
         write_json(run.environment, environment())
-    splits = load_splits(config)
-    supernet = build_supernet(config)
-    strategy = build_strategy(config, supernet)
+    source = load_source(config, torch.device(env.device))
+    strategy = build_strategy(config)
     strategy.set_cache_dir(run.root)
 
     def make_evaluator(step: int) -> Evaluator:
-        return Evaluator(strategy.subnet_for, supernet.space.canonical, splits, config.eval,
+        return Evaluator(strategy.subnet_for, strategy.space.canonical, source, config.eval,
                          config.train.seed, step, config.train.channels_last)
 
     barrier()
-    trainer = Trainer(config, strategy, splits, run, env, progress, make_evaluator)
+    trainer = Trainer(config, strategy, source, run, env, progress, make_evaluator)
     if resume and (run.checkpoints / LAST).is_file():
         trainer.resume()
     trainer.fit()
@@ -148,20 +156,29 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
 # -- loading a trained run ------------------------------------------------------------------
 @dataclass
 class Run:
-    """A trained run: config, supernet with weights, strategy and an evaluator."""
+    """A trained run: its config, its strategy (with the trained weights, on `device`) and an evaluator."""
 
     dir: RunDir
     config: RunConfig
-    supernet: Supernet
     strategy: Strategy
     step: int
     checkpoint: Path
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     _splits: ImageSplits | None = field(default=None, repr=False)
+    _data: DataSource | None = field(default=None, repr=False)
     _evaluator: Evaluator | None = field(default=None, repr=False)
 
     @property
     def space(self) -> ArchSpace:
-        return self.supernet.space
+        return self.strategy.space
+
+    def subnet(self, arch: Mapping[str, Any]) -> Supernet:
+        """The trained supernet that computes `arch`, with `arch` active."""
+        return self.strategy.subnet_for(arch)
+
+    def export_model(self, arch: Mapping[str, Any]) -> torch.nn.Module:
+        """A static module of `arch` with the trained weights (running statistics as stored)."""
+        return self.subnet(arch).export(arch)
 
     @property
     def splits(self) -> ImageSplits:
@@ -170,32 +187,40 @@ class Run:
         return self._splits
 
     @property
+    def data(self) -> DataSource:
+        """The run's batches as its config says (in memory or streamed)."""
+        if self._data is None:
+            self._data = load_source(self.config, self.device)
+        return self._data
+
+    @property
     def evaluator(self) -> Evaluator:
         if self._evaluator is None:
-            self._evaluator = Evaluator(self.strategy.subnet_for, self.space.canonical, self.splits,
+            self._evaluator = Evaluator(self.strategy.subnet_for, self.space.canonical, self.data,
                                         self.config.eval, self.config.train.seed, self.step,
                                         self.config.train.channels_last)
         return self._evaluator
 
 
-def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, checkpoint: str = LAST) -> Run:
-    """A trained run by directory or name, with the weights of `checkpoints/<checkpoint>`."""
+def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, checkpoint: str = LAST,
+             device: str | torch.device | None = None) -> Run:
+    """A trained run by directory or name, with the weights of `checkpoints/<checkpoint>` on
+    `device` (cpu, cuda or cuda:N; None: cuda when available, else cpu)."""
+    device = resolve_device(device)
     run_dir = find_run(path_or_name, runs_dir)
     config = load_config(run_dir.config)
     path = run_dir.checkpoints / checkpoint
     if not path.is_file():
         raise CheckpointError(f"RUN: {run_dir.root} has no checkpoint {path.name} yet (train it with nas train)")
     state = load_checkpoint(path)
-    supernet = build_supernet(config)
+    strategy = build_strategy(config)
     try:
-        supernet.load_state_dict(state["model"])
-    except RuntimeError as e:
+        restore_strategy(strategy, state)
+    except (KeyError, RuntimeError, ValueError) as e:
         raise CheckpointError(f"{path}: weights do not match {run_dir.config}: {str(e).splitlines()[0][:160]}") from e
-    strategy = build_strategy(config, supernet)
-    strategy.load_state_dict(state.get("strategy", {}))
     memory_format = torch.channels_last if config.train.channels_last else torch.contiguous_format
-    supernet.to(memory_format=memory_format).eval()
-    return Run(run_dir, config, supernet, strategy, int(state["step"]), path)
+    strategy.model.to(device, memory_format=memory_format).eval()
+    return Run(run_dir, config, strategy, int(state["step"]), path, device)
 
 
 def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
@@ -226,13 +251,13 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
     val = run.evaluator.evaluate(arch, "val")
     test = run.evaluator.evaluate(arch, "test")
-    module = run.evaluator.prepared(arch)     # recalibrated statistics are what gets exported
-    supernet = module if isinstance(module, Supernet) else run.supernet
     preprocessing = {"resolution": run.space.input_size(arch), "interpolation": "bilinear", "antialias": False,
-                     "mean": list(run.splits.mean), "std": list(run.splits.std)}
+                     "mean": list(run.data.mean), "std": list(run.data.std)}
     metrics = {"val_top1": val.top1, "test_top1": test.top1, "val_top5": val.top5, "test_top5": test.top5,
                "step": run.step, "run": str(run.dir.root)}
-    record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics, preprocessing)
+    with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
+        record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
+                             preprocessing)
     return {**record, "dir": str(out_dir)}
 
 
@@ -266,12 +291,14 @@ def resolve_budget(value: str | float | None, low: float, high: float, flag: str
     return parse_amount(text, flag)
 
 
-def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | None = None,
+def latency_table(run: Run, device: str | torch.device | None = None, batch: int = 1, threads: int | None = None,
                   progress: bool = True) -> Path:
-    """Measure every distinct layer configuration of the run's space on `device` (`nas latency-table`)."""
+    """Measure every distinct layer configuration of the run's space on `device` (None: the
+    run's device) (`nas latency-table`)."""
     from nas.engine.latency import write_latency_table
 
-    supernet = run.supernet.to(memory_format=torch.contiguous_format)
+    device = resolve_device(device) if device is not None else run.device
+    supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
     bar = None
     if progress:
         from tqdm import tqdm
@@ -293,7 +320,8 @@ def latency_table(run: Run, device: str = "cpu", batch: int = 1, threads: int | 
 
 
 def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | None = None,
-           max_params: str | float | None = None, max_latency_ms: float | None = None, device: str = "cpu",
+           max_params: str | float | None = None, max_latency_ms: float | None = None,
+           device: str | torch.device | None = None,
            batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
            workers: int = 1, progress: bool = True) -> Any:
@@ -306,12 +334,13 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     Every candidate is scored by BN recalibration + validation top-1 (never the test split).
     The archs the strategy trains at every step (`anchor_archs`: max and min for the sandwich
     rule) are evaluated first where they meet the budgets, inside `trials`.
-    A latency budget uses the run's lookup table for `device`/`batch` (built first if missing)
-    and the winner is measured to report the table's error.
+    A latency budget uses the run's lookup table for `device` (None: the run's device) and
+    `batch` (built first if missing) and the winner is measured to report the table's error.
     """
     from nas.engine.latency import LatencyTable, table_filename
     from nas.engine.search_runner import Constraints, run_search
 
+    device = resolve_device(device) if device is not None else run.device
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
                               resolve_budget(max_params, low[1], high[1], "--max-params"), max_latency_ms)
@@ -336,7 +365,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     return run_search(run.space, evaluate_arch, searcher=searcher, searcher_options=options,
                       constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
                       study=study, worker=worker, latency=table,
-                      export=run.supernet.export if table is not None else None, progress=progress,
+                      export=run.export_model if table is not None else None, progress=progress,
                       anchors=run.strategy.anchor_archs())
 
 
@@ -382,9 +411,10 @@ def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: 
 # -- fidelity -------------------------------------------------------------------------------
 def standalone_model(config: RunConfig, arch: Mapping[str, Any], seed: int) -> nn.Module:
     """What standalone training of `arch` starts from: the export of a freshly initialised plain
-    supernet of `config` seeded with `seed` (never a run's trained weights), in training mode."""
-    fresh = build_supernet(dataclasses.replace(config, train=dataclasses.replace(config.train, seed=seed)))
-    return fresh.export(arch).train()
+    supernet of the config's space seeded with `seed`, in training mode. Never a run's trained
+    weights nor its strategy's models: the ground truth depends on the space, not on how a run
+    trained (so runs of one space, whatever their strategy, share it)."""
+    return seeded_supernet(build_space(config), seed).export(arch).train()
 
 
 def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
@@ -417,7 +447,8 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
 def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = None, seeds: int = 1,
              recipe: str | Path | Recipe | None = None, workers: int = 1, ground_truth_dir: str | Path | None = None,
              selection_seed: int = 0, out: str | Path | None = None, runs_dir: str | Path = DEFAULT_RUNS_DIR,
-             checkpoint: str = LAST, progress: bool = True) -> FidelityResult:
+             checkpoint: str = LAST, device: str | torch.device | None = None,
+             progress: bool = True) -> FidelityResult:
     """How well the run's supernet ranks its subnets (`nas fidelity`): supernet vs standalone test top-1.
 
     Selects `archs` archs stratified over the space's MACs (min and max included), trains each
@@ -425,7 +456,10 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     run's own with `epochs`) in `workers` processes, caching every training in
     `ground_truth_dir` (default `runs/NAME/fidelity/ground_truth`), and reports Kendall tau-b,
     Spearman rho, top-k overlap and per-MACs-bin gaps. Writes `runs/NAME/fidelity/<id>/` (or
-    `out`), where `<id>` follows from the arguments: the same call resumes. Returns a
+    `out`), where `<id>` follows from the arguments: the same call resumes. A run given by name
+    or path is loaded on `device` (None: cuda when available), where the supernet is evaluated
+    (through `Run.subnet`, whichever model of the strategy computes an arch); standalone
+    training starts from `standalone_model` on the CPU. Returns a
     `nas.engine.fidelity.FidelityResult`. Workers are started with multiprocessing's spawn
     method: a script that calls this with `workers > 1` needs an `if __name__ == "__main__":` guard.
     """
@@ -433,7 +467,7 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
 
     check_arguments(archs, epochs, seeds, workers)     # before loading the run
     if not isinstance(run, Run):
-        run = load_run(run, runs_dir, checkpoint)
+        run = load_run(run, runs_dir, checkpoint, device)
     root = Path(ground_truth_dir) if ground_truth_dir is not None else run.dir.fidelity("ground_truth")
     measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
                     recipe=recipe, selection_seed=selection_seed)

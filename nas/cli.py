@@ -42,7 +42,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = api.resume_config(run, args.set)
     else:
         config, name = api.load_config(args.config, args.set), args.name
-    run = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet)
+    run = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet,
+                    device=args.device)
     print(f"run: {run.root}", file=sys.stderr)
     return 0
 
@@ -53,7 +54,7 @@ def _arch_help() -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from nas import api
-    run = api.load_run(args.run, args.runs_dir, args.checkpoint)
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     result = api.evaluate(run, args.arch, args.split)
     if args.json:
         _print_json(result)
@@ -66,7 +67,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from nas import api
-    run = api.load_run(args.run, args.runs_dir, args.checkpoint)
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     record = api.export_subnet(run, args.arch, args.out)
     if args.json:
         _print_json(record)
@@ -91,10 +92,11 @@ def _options(items: list[str]) -> dict[str, Any]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from nas import api
-    run = api.load_run(args.run, args.runs_dir, args.checkpoint)
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     result = api.search(
         run, args.searcher,
-        max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=args.max_latency_ms, device=args.device, batch=args.batch, trials=args.trials,
+        max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=args.max_latency_ms,
+        batch=args.batch, trials=args.trials,
         seed=args.seed, storage=args.storage, study=args.study, out=args.out,
         options=_options(args.option) or None, worker=args.worker, workers=args.workers,
         progress=not args.quiet)
@@ -114,7 +116,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from nas.engine.fidelity_report import format_summary
     result = api.fidelity(args.run, archs=args.archs, epochs=args.epochs, seeds=args.seeds, recipe=args.recipe,
                           workers=args.workers, ground_truth_dir=args.ground_truth, runs_dir=args.runs_dir,
-                          checkpoint=args.checkpoint, progress=not args.quiet)
+                          checkpoint=args.checkpoint, device=args.device, progress=not args.quiet)
     if args.json:
         _print_json(result.summary)
     else:
@@ -124,8 +126,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 def cmd_latency_table(args: argparse.Namespace) -> int:
     from nas import api
-    run = api.load_run(args.run, args.runs_dir, args.checkpoint)
-    path = api.latency_table(run, args.device, args.batch, args.threads, progress=not args.quiet)
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+    path = api.latency_table(run, run.device, args.batch, args.threads, progress=not args.quiet)
     print(path)
     return 0
 
@@ -166,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--name", help="run name (default: the config's file name)")
     train.add_argument("--resume", action="store_true", help="continue runs/NAME from its last checkpoint")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device(train)
     _add_runs_dir(train)
     train.set_defaults(func=cmd_train)
 
@@ -185,7 +188,6 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet)")
     search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")
     search.add_argument("--max-latency-ms", type=float, help="latency budget in ms on --device at --batch")
-    search.add_argument("--device", default="cpu", help="latency device: cpu or cuda:N (default cpu)")
     search.add_argument("--batch", type=int, default=1, help="latency batch size (default 1)")
     search.add_argument("--trials", type=int, default=50, help="distinct archs to evaluate in total (default 50)")
     search.add_argument("--seed", type=int, default=0)
@@ -201,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
     search.add_argument("--json", action="store_true", help="print JSON on stdout")
     search.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device(search, " (evaluation, and latency with --max-latency-ms)")
     _add_runs_dir(search)
     search.set_defaults(func=cmd_search)
 
@@ -222,16 +225,17 @@ def build_parser() -> argparse.ArgumentParser:
     fidelity.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
     fidelity.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     fidelity.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device(fidelity, " (the supernet's evaluations; standalone training runs on the CPU)")
     _add_runs_dir(fidelity)
     fidelity.set_defaults(func=cmd_fidelity)
 
     table = commands.add_parser("latency-table", help="measure a per-layer latency lookup table on a device")
     table.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
-    table.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     table.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     table.add_argument("--threads", type=int, help="CPU threads while measuring (default: torch's)")
     table.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
     table.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device(table)
     _add_runs_dir(table)
     table.set_defaults(func=cmd_latency_table)
     return parser
@@ -241,11 +245,16 @@ def _add_runs_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", default="runs", help="where runs live (default: runs)")
 
 
+def _add_device(parser: argparse.ArgumentParser, what: str = "") -> None:
+    parser.add_argument("--device", help=f"cpu, cuda or cuda:N{what} (default: cuda when available, else cpu)")
+
+
 def _add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
     parser.add_argument("--arch", required=True, help=_arch_help())
     parser.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
+    _add_device(parser)
     _add_runs_dir(parser)
 
 

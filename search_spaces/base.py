@@ -24,6 +24,7 @@ from torch import nn
 from nas.core.arch import Arch, Value
 from nas.core.errors import ArchError
 from nas.core.registry import did_you_mean
+from search_spaces.ops.source import WeightSource, set_source
 
 
 class LayerCost(NamedTuple):
@@ -235,13 +236,51 @@ class Supernet(nn.Module, abc.ABC):
         super().__init__()
         self.space = space
         self.active_arch: Arch = {}
+        self._sources: dict[str, tuple[nn.Module, str]] | None = None
 
     def set_active(self, arch: Mapping[str, Any]) -> Arch:
-        """Validate and activate `arch`; returns its canonical form."""
+        """Validate and activate `arch`; returns its canonical form.
+
+        Every weight source that depends on the arch (`uses_arch`) is bound to
+        `space.encode(arch)`, so the forward pass, `export` and any check see its weights.
+        """
         arch = self.space.canonical(arch)
         self._configure(arch)
         self.active_arch = arch
+        bound = [source for source in self.weight_sources().values() if source.uses_arch]
+        if bound:
+            encoding = self.space.encode(arch)
+            for source in bound:
+                source.bind(encoding)
         return arch
+
+    def weight_sources(self) -> dict[str, WeightSource]:
+        """Every weight source by qualified name (`blocks.1.0.conv_pw.weight`), in module order.
+
+        The index is built once, on first use, and `replace_source` keeps it current, so
+        activating an arch never searches the module tree.
+        """
+        return {name: getattr(module, attribute) for name, (module, attribute) in self._source_index().items()}
+
+    def _source_index(self) -> dict[str, tuple[nn.Module, str]]:
+        if self._sources is None:
+            self._sources = {f"{owner}.{attribute}" if owner else attribute: (module, attribute)
+                             for owner, module in self.named_modules()
+                             for attribute, child in module.named_children() if isinstance(child, WeightSource)}
+        return self._sources
+
+    def replace_source(self, name: str, source: WeightSource) -> WeightSource:
+        """Swap the source `name` (see `weight_sources`) for `source` of the same shape; returns
+        the one it replaces. The new source is bound to the active arch at once."""
+        index = self._source_index()
+        if name not in index:
+            raise KeyError(f"no weight source '{name}'{did_you_mean(name, index)}")
+        module, attribute = index[name]
+        previous = getattr(module, attribute)
+        set_source(module, attribute, source)
+        if source.uses_arch and self.active_arch:
+            source.bind(self.space.encode(self.active_arch))
+        return previous
 
     @abc.abstractmethod
     def _configure(self, arch: Arch) -> None:

@@ -16,7 +16,7 @@ embedding, head) equal `FlopCounterMode`'s count of the export.
 
 Shipped defaults (28x28 grey Fashion-MNIST): patch 7 (16 patches + class token = 17 tokens),
 widths 32-64, depth 2-6, 2-4 heads of 16, MLP ratio 2-4: 0.34 to 5.3 MMACs (attention
-included); the max arch trains at ~90 ms a step (batch 128, 2 threads).
+included); BENCHMARKS.md has its training speed.
 
 Arch keys: `embed_dim`, `depth`, `layer{i}.num_heads`, `layer{i}.mlp_ratio` (i from 0; layer
 keys are active only when `depth > i`).

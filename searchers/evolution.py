@@ -1,4 +1,4 @@
-"""`evolution`: constraint-aware evolutionary search on arch dicts (ALGORITHMS.md §9).
+"""`evolution`: constraint-aware evolutionary search on arch dicts.
 
 As in OFA/HAT/AttentiveNAS search, with the runner rejecting infeasible and duplicate
 proposals (bounded retries) so the population and every child are feasible and distinct:

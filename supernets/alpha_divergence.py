@@ -1,4 +1,4 @@
-"""`alpha`: AlphaNet's adaptive alpha-divergence in-place distillation (ALGORITHMS.md §1).
+"""`alpha`: AlphaNet's adaptive alpha-divergence in-place distillation.
 
 Paper: Wang et al., "AlphaNet: Improved Training of Supernets with Alpha-Divergence", ICML 2021.
 With teacher p (the max subnet's detached output) and student q over K classes,

@@ -1,4 +1,4 @@
-"""`attentive`: AttentiveNAS BestUp/WorstUp sampling inside the sandwich rule (ALGORITHMS.md §2).
+"""`attentive`: AttentiveNAS BestUp/WorstUp sampling inside the sandwich rule.
 
 Paper: Wang et al., "AttentiveNAS: Improving Neural Architecture Search via Attentive
 Sampling", CVPR 2021. The max and min slots stay; each random slot instead:

@@ -1,4 +1,4 @@
-"""The arch table behind attentive sampling (ALGORITHMS.md §2): MACs bins, a prior over the
+"""The arch table behind attentive sampling: MACs bins, a prior over the
 bins and, per bin, an independent categorical distribution of every choice.
 
 Bins split the space's MACs range [macs(min), macs(max)] into `bins` equal intervals (the

@@ -1,15 +1,22 @@
-"""The strategy protocol: what one training step does, and which module serves an arch.
+"""The strategy protocol: how a supernet is built and trained, and which module serves an arch.
 
-A strategy owns `model`, the trainable module (the supernet, or sub-supernets behind a
-router) whose `forward` runs the currently activated arch. The trainer owns optimisation,
-precision, DDP and checkpoints; it hands the strategy a `StepIO` so the strategy never needs
-to know whether the model is wrapped in DistributedDataParallel.
+A strategy builds and owns `model`, the trainable module (one supernet, or several
+sub-supernets behind a router) from the space, its options and the seed; `model.forward`
+runs the arch last activated. The trainer owns optimisation, precision, DDP and checkpoints:
+it asks the strategy for its parameter groups, hands each step a `StepIO` (so the strategy
+never needs to know whether the model is wrapped in DistributedDataParallel), and calls
+`after_step`, which may restructure the model (a few-shot split): the trainer then rebuilds
+the DDP wrapper, the optimiser and the scheduler around the new parameters.
+
+Checkpoints hold `model_state_dict()` and `state_dict()`. Both `nas train --resume` and
+`nas.load_run` build the strategy first, then call `restore_strategy`: the strategy state
+(which may rebuild structure) before the weights.
 """
 from __future__ import annotations
 
 import abc
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -17,6 +24,10 @@ import torch
 from torch import nn
 
 from nas.core.arch import Arch
+from search_spaces.base import ArchSpace, Supernet
+from supernets.samplers import Sampler
+
+Batches = list[tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -29,18 +40,42 @@ class StepIO:
             non-final passes of a step skip gradient synchronisation (`no_sync`), so the
             summed gradients of all subnets are all-reduced once.
         all_reduce_mean: Averages a float tensor over ranks (identity on one process); data-
-            driven samplers reduce their scores with it so every rank picks the same subnet.
+            driven decisions reduce their scores with it so every rank decides alike.
+        batches: `batches(split, count, key)`: `count` normalised batches of the `train` or
+            `val` split on the model's device, a pure function of (seed, split, key), the
+            same on every rank (for probes such as gradient matching; not for training).
+        steps_per_epoch: Optimiser steps in one epoch (strategies that act at epoch ends).
     """
 
     forward: Callable[[torch.Tensor], torch.Tensor]
     pass_context: Callable[[bool], AbstractContextManager]
     all_reduce_mean: Callable[[torch.Tensor], torch.Tensor]
+    batches: Callable[[str, int, str], Batches] = field(default=lambda split, count, key: [])
+    steps_per_epoch: int = 1
+
+
+@dataclass(frozen=True)
+class Restructure:
+    """What `after_step` changed: new parameters, and where their values were copied from.
+
+    Attributes:
+        copied: new parameter -> the old parameter it was copied from; the trainer gives the
+            new one a copy of the old one's optimiser state (momentum buffers and the like).
+            Parameters that stay the same objects keep their state; new parameters that are
+            not listed start with none.
+        reason: One line for the log (e.g. `split stage1.block0.kernel_size: [3] | [5, 7]`).
+    """
+
+    copied: Mapping[nn.Parameter, nn.Parameter]
+    reason: str = ""
 
 
 class Strategy(abc.ABC):
     """Base of training strategies (one-shot; few-shot and mixture plug in the same way)."""
 
     model: nn.Module
+    space: ArchSpace
+    sampler: Sampler | None = None   # the subnets of each step, where the strategy uses a sampler
 
     @abc.abstractmethod
     def activate(self, arch: Mapping[str, Any]) -> Arch:
@@ -51,31 +86,67 @@ class Strategy(abc.ABC):
         """Forward and backward every subnet of `step` (gradients summed); returns losses to log."""
 
     @abc.abstractmethod
-    def subnet_for(self, arch: Mapping[str, Any]) -> nn.Module:
-        """The module that computes `arch` (with `arch` active); what evaluation and export use."""
+    def subnet_for(self, arch: Mapping[str, Any]) -> Supernet:
+        """The supernet that computes `arch`, with `arch` active (what evaluation and export use)."""
 
     @abc.abstractmethod
     def monitored_archs(self) -> dict[str, Arch]:
         """Archs whose validation accuracy is logged at each epoch end (e.g. min, mid, max)."""
 
+    @abc.abstractmethod
+    def trained_archs(self, step: int) -> Sequence[Arch]:
+        """The archs step `step` trains (for tests and logs)."""
+
+    def parameter_groups(self, weight_decay: float) -> list[dict[str, Any]]:
+        """Optimiser parameter groups: no weight decay on biases and normalisation parameters
+        (timm's rule: every parameter of at most one dimension)."""
+        from timm.optim import param_groups_weight_decay
+
+        return param_groups_weight_decay(self.model, weight_decay)
+
+    def after_step(self, step: int, io: StepIO) -> Restructure | None:
+        """Called after optimiser step `step - 1` completed (`step` steps are done); a strategy
+        that restructures its model returns what changed, else None. Every rank must take the
+        same decision (reduce data-driven scores with `io.all_reduce_mean`)."""
+        del step, io
+        return None
+
     def anchor_archs(self) -> list[Arch]:
         """Archs trained at every step (e.g. the sandwich rule's max and min): a search
-        evaluates the feasible ones first, so it never returns worse than them. Default: none."""
-        return []
+        evaluates the feasible ones first, so it never returns worse than them. Default: the
+        sampler's anchors (`Sampler.anchors`), none for a strategy without a sampler."""
+        return self.sampler.anchors() if self.sampler is not None else []
 
     def set_cache_dir(self, path: Path | None) -> None:
         """Let the strategy cache tables that are pure functions of the config in `path` (the
         run directory in training); by default nothing is cached."""
         del path
 
+    def model_state_dict(self) -> dict[str, Any]:
+        """The weights (and buffers) of every model the strategy owns."""
+        return self.model.state_dict()
+
+    def load_model_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Load `model_state_dict()` (after `load_state_dict`, which may rebuild structure)."""
+        self.model.load_state_dict(state)
+
     def state_dict(self) -> dict:
-        """Strategy state beyond the model weights (tensors, lists and primitives only)."""
+        """Strategy state beyond the weights (tensors, lists and primitives only)."""
         return {}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore `state_dict()`."""
+        """Restore `state_dict()`; may rebuild the model's structure (before weights load)."""
         del state
 
-    @abc.abstractmethod
-    def trained_archs(self, step: int) -> Sequence[Arch]:
-        """The archs step `step` trains (for tests and logs)."""
+
+def restore_strategy(strategy: Strategy, checkpoint: Mapping[str, Any]) -> None:
+    """Load a checkpoint's `strategy` state, then its `model` weights, into a built strategy."""
+    strategy.load_state_dict(checkpoint.get("strategy", {}))
+    strategy.load_model_state_dict(checkpoint["model"])
+
+
+def seeded_supernet(space: ArchSpace, seed: int) -> Supernet:
+    """A freshly initialised supernet of `space`, seeded by `seed` (global RNG state untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return space.build_supernet()

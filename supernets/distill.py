@@ -1,7 +1,8 @@
 """In-place distillation losses: students learn from the max subnet's detached output.
 
 `kl` is AttentiveNAS's soft-target cross-entropy at temperature 1 (`-sum p log q`, the KL up
-to the teacher's constant entropy); `none` trains every subnet on the labels.
+to the teacher's constant entropy). `none` builds no loss at all: without a distillation
+loss the strategy keeps no teacher and trains every subnet on the labels.
 """
 from __future__ import annotations
 
@@ -18,25 +19,20 @@ from nas.core.registry import DISTILL_LOSSES, NoOptions
 class DistillLoss(abc.ABC):
     """`loss(student_logits, teacher_logits, labels) -> (loss, logs)`; the teacher is detached."""
 
-    uses_teacher = True
-
     def __init__(self, options: object):
         self.options = options
 
     @abc.abstractmethod
-    def __call__(self, student: torch.Tensor, teacher: torch.Tensor | None,
+    def __call__(self, student: torch.Tensor, teacher: torch.Tensor,
                  labels: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """The student's loss (teacher None for the subnet that learns from the labels) and values to log."""
+        """A student's loss against the teacher's logits, and values to log."""
 
 
 @DISTILL_LOSSES.register("none", options=NoOptions)
-class NoDistill(DistillLoss):
-    """Every subnet learns from the labels (plain cross-entropy)."""
-
-    uses_teacher = False
-
-    def __call__(self, student, teacher, labels):
-        return F.cross_entropy(student, labels), {}
+def no_distillation(options: NoOptions) -> None:
+    """No distillation loss: every subnet learns from the labels."""
+    del options
+    return None
 
 
 @dataclass(frozen=True)

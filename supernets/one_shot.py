@@ -1,9 +1,11 @@
 """`one_shot`: weight-sharing training with a sampler and in-place distillation (BigNAS).
 
-Per step (ALGORITHMS.md §0.1): the sampler names the subnets; a `max` subnet, when the
-sampler trains one, learns from the labels (label-smoothed cross-entropy) and its detached
-output becomes the soft target of every other subnet of the step; without a teacher, or with
-`distill: none`, every subnet learns from the labels. Gradients are summed over the subnets.
+The strategy builds one supernet from the space, seeded by `train.seed`. Per step the
+sampler names the subnets; a `max` subnet, when the sampler trains one, learns from the
+labels (label-smoothed cross-entropy) and, with a distillation loss, its detached output
+becomes the soft target of every other subnet of the step; without a teacher, or with
+`distill: none`, every subnet learns from the labels. Gradients are summed over the subnets,
+then the sampler observes the step's losses.
 """
 from __future__ import annotations
 
@@ -18,9 +20,9 @@ from nas.core.arch import Arch
 from nas.core.errors import ConfigError
 from nas.core.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
 from nas.core.rng import python_rng
-from search_spaces.base import Supernet
-from supernets.base import StepIO, Strategy
-from supernets.samplers import Slot
+from search_spaces.base import ArchSpace, Supernet
+from supernets.base import StepIO, Strategy, seeded_supernet
+from supernets.samplers import Slot, StepFeedback
 
 
 @dataclass(frozen=True)
@@ -36,16 +38,15 @@ class OneShotOptions:
 class OneShotStrategy(Strategy):
     """One supernet; each step trains the sampler's subnets on the same batch."""
 
-    def __init__(self, supernet: Supernet, options: OneShotOptions, sampler: Any, distill: Any, seed: int):
-        self.model = self.supernet = supernet
-        self.options, self.seed = options, seed
-        self.sampler = SAMPLERS.get(sampler.name).obj(supernet.space, sampler.options, seed)
-        self.distill = DISTILL_LOSSES.get(distill.name).obj(distill.options)
-        if self.distill.uses_teacher and not getattr(self.sampler, "trains_max", False):
+    def __init__(self, space: ArchSpace, options: OneShotOptions, sampler: Any, distill: Any, seed: int):
+        self.space, self.options, self.seed = space, options, seed
+        self.model = self.supernet = seeded_supernet(space, seed)
+        self.sampler = SAMPLERS.get(sampler.name).obj(space, sampler.options, seed)
+        self.distill = DISTILL_LOSSES.get(distill.name).obj(distill.options)   # None: labels only
+        if self.distill is not None and not self.sampler.trains_max:
             raise ConfigError(f"strategy.distill.name: '{distill.name}' distils from the max subnet, which "
                               f"sampler '{sampler.name}' does not train; use distill: none or a sampler that "
                               f"trains it (sandwich, attentive)")
-        space = supernet.space
         self._monitored = {"min": space.min(), "mid": space.sample(python_rng(seed, "monitored-mid")),
                            "max": space.max()}
 
@@ -62,9 +63,6 @@ class OneShotStrategy(Strategy):
     def monitored_archs(self) -> dict[str, Arch]:
         return dict(self._monitored)
 
-    def anchor_archs(self) -> list[Arch]:
-        return self.sampler.anchors()
-
     def trained_archs(self, step: int) -> Sequence[Arch]:
         return [slot.arch for slot in self.sampler.slots(step)]
 
@@ -73,21 +71,41 @@ class OneShotStrategy(Strategy):
 
     def train_step(self, images: torch.Tensor, labels: torch.Tensor, step: int, io: StepIO) -> dict[str, float]:
         slots: list[Slot] = self.sampler.slots(step, score=self.scorer(images, labels, io))
-        teacher, logs = None, {}
+        teacher, logs, losses = None, {}, []
         for i, slot in enumerate(slots):
             with io.pass_context(i == len(slots) - 1):
                 self.activate(slot.arch)
                 logits = io.forward(images)
-                if teacher is None or not self.distill.uses_teacher:
+                if teacher is None:
                     loss, extra = self._label_loss(logits, labels), {}
                 else:
                     loss, extra = self.distill(logits, teacher, labels)
-                if slot.role == "max" and self.distill.uses_teacher:
+                if slot.role == "max" and self.distill is not None:
                     teacher = logits.detach()
                 loss.backward()
-            logs[f"loss/{slot.role}"] = loss.item()
+            losses.append(loss.item())
+            logs[f"loss/{slot.role}"] = losses[-1]
             logs.update({f"{key}/{slot.role}": value for key, value in extra.items()})
+        self.sampler.observe(StepFeedback(step, slots, losses, self.probe, io))
         return logs
+
+    def probe(self, arch: Mapping[str, Any], images: torch.Tensor, labels: torch.Tensor) -> float:
+        """Label loss of `arch` on a batch, leaving weights and every buffer untouched (local)."""
+        return self._losses([arch], images, labels, self.supernet)[0].item()
+
+    def _losses(self, archs: Sequence[Arch], images: torch.Tensor, labels: torch.Tensor,
+                forward: Any) -> list[torch.Tensor]:
+        buffers = {name: b.clone() for name, b in self.supernet.named_buffers()}
+        losses = []
+        try:
+            with torch.no_grad():
+                for arch in archs:
+                    self.activate(arch)
+                    losses.append(self._label_loss(forward(images), labels))
+        finally:
+            for name, b in self.supernet.named_buffers():
+                b.copy_(buffers[name])
+        return losses
 
     def scorer(self, images: torch.Tensor, labels: torch.Tensor, io: StepIO):
         """Loss of candidate archs on this batch, leaving weights and every buffer untouched.
@@ -99,16 +117,7 @@ class OneShotStrategy(Strategy):
         def score(candidates: Sequence[Arch]) -> list[float]:
             if not candidates:
                 return []
-            buffers = {name: b.clone() for name, b in self.supernet.named_buffers()}
-            losses = []
-            try:
-                with torch.no_grad():
-                    for arch in candidates:
-                        self.activate(arch)
-                        losses.append(self._label_loss(io.forward(images), labels))
-            finally:
-                for name, b in self.supernet.named_buffers():
-                    b.copy_(buffers[name])
+            losses = self._losses(candidates, images, labels, io.forward)
             return io.all_reduce_mean(torch.stack(losses)).tolist()
 
         return score

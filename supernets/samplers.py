@@ -1,14 +1,18 @@
 """Training samplers: which subnets a step trains (SPOS uniform, BigNAS sandwich rule).
 
-The subnets of step t are a pure function of (seed, t), so a resumed run and every DDP rank
-draw the same ones without communicating.
+The subnets of step t are a pure function of (seed, t) and of the sampler's state, so a
+resumed run and every DDP rank draw the same ones without communicating. After each step the
+strategy hands the sampler `observe(StepFeedback)`: the slots it trained and their losses. A
+sampler that learns (bin probabilities, a generator network) keeps its parameters and their
+optimiser in its own state (`state_dict` holds tensors and plain data), updates them in
+`observe` from values every rank agrees on, and so resumes exactly.
 """
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from nas.core.arch import Arch
 from nas.core.errors import ConfigError
@@ -29,6 +33,24 @@ class Slot:
     arch: Arch
 
 
+@dataclass(frozen=True)
+class StepFeedback:
+    """What a training step did: its slots and each one's loss on this rank's batch.
+
+    A sampler that decides from the losses under DDP averages them first with
+    `io.all_reduce_mean` (a collective: every rank calls it alike), so every rank learns the
+    same thing. `probe(arch, images, labels)` gives the label loss of any arch on a batch
+    without changing weights or buffers; `io` is the step's `supernets.base.StepIO`
+    (`io.batches` draws seeded train/val batches, the same on every rank).
+    """
+
+    step: int
+    slots: Sequence[Slot]
+    losses: Sequence[float]
+    probe: Callable[..., float] | None = None
+    io: Any = None
+
+
 class Sampler(abc.ABC):
     """Picks the subnets of each training step."""
 
@@ -45,6 +67,10 @@ class Sampler(abc.ABC):
     def anchors(self) -> list[Arch]:
         """Archs this sampler trains at every step, which a search should evaluate first."""
         return []
+
+    def observe(self, feedback: StepFeedback) -> None:
+        """Learn from a finished step (before the optimiser step); by default nothing."""
+        del feedback
 
     def state_dict(self) -> dict:
         return {}

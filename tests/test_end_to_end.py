@@ -15,9 +15,9 @@ def test_train_search_export_through_the_cli(tmp_path, capsys):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml_io.dumps(tiny_config(steps=24)))
     runs = str(tmp_path / "runs")
-    assert cli.main(["train", str(config), "--name", "e2e", "--runs-dir", runs, "--quiet"]) == 0
+    assert cli.main(["train", str(config), "--name", "e2e", "--runs-dir", runs, "--quiet", "--device", "cpu"]) == 0
     assert cli.main(["search", "e2e", "--runs-dir", runs, "--searcher", "evolution", "--max-macs", "50%",
-                     "--trials", "8", "--json", "--quiet"]) == 0
+                     "--trials", "8", "--json", "--quiet", "--device", "cpu"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert cli.main(["space", str(config), "--json"]) == 0
     space = json.loads(capsys.readouterr().out)
@@ -30,11 +30,13 @@ def test_train_search_export_through_the_cli(tmp_path, capsys):
     assert max(line["val_top1"] for line in lines) == found["val_top1"]
 
     # re-running the same command evaluates nothing new
-    assert cli.main(["search", "e2e", "--runs-dir", runs, "--max-macs", "50%", "--trials", "8", "--quiet"]) == 0
+    assert cli.main(["search", "e2e", "--runs-dir", runs, "--max-macs", "50%", "--trials", "8", "--quiet",
+                     "--device", "cpu"]) == 0
     assert "(8 archs evaluated, 0 new)" in capsys.readouterr().out
 
     out = tmp_path / "winner"
-    assert cli.main(["export", "e2e", "--runs-dir", runs, "--arch", best, "--out", str(out), "--json"]) == 0
+    assert cli.main(["export", "e2e", "--runs-dir", runs, "--arch", best, "--out", str(out), "--json",
+                     "--device", "cpu"]) == 0
     exported = json.loads(capsys.readouterr().out)
     assert exported["val_top1"] == found["val_top1"] and exported["macs"] == found["macs"]
     model = torch.export.load(str(out / "model.pt2")).module()
@@ -46,14 +48,14 @@ def test_latency_table_cli_and_latency_budget(tmp_path, capsys):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml_io.dumps(tiny_config(steps=4)))
     runs = str(tmp_path / "runs")
-    assert cli.main(["train", str(config), "--name", "lat", "--runs-dir", runs, "--quiet"]) == 0
-    assert cli.main(["latency-table", "lat", "--runs-dir", runs, "--threads", "1", "--quiet"]) == 0
+    assert cli.main(["train", str(config), "--name", "lat", "--runs-dir", runs, "--quiet", "--device", "cpu"]) == 0
+    assert cli.main(["latency-table", "lat", "--runs-dir", runs, "--threads", "1", "--quiet", "--device", "cpu"]) == 0
     path = capsys.readouterr().out.strip()
     table = json.loads(open(path).read())
     assert path.endswith("latency/cpu-b1.json") and table["device"]["threads"] == 1 and table["entries"]
     generous = 1000.0
     assert cli.main(["search", "lat", "--runs-dir", runs, "--searcher", "random", "--max-latency-ms",
-                     str(generous), "--trials", "3", "--json", "--quiet"]) == 0
+                     str(generous), "--trials", "3", "--json", "--quiet", "--device", "cpu"]) == 0
     result = json.loads(capsys.readouterr().out)
     check = result["latency_check"]
     assert abs(result["latency_ms"] - check["predicted_ms"]) < 1e-5 and check["measured_ms"] > 0

@@ -31,12 +31,69 @@ class Plugin:
 
 @dataclass(frozen=True)
 class AugmentConfig:
+    """Training augmentation. crop_padding and hflip act on whole batches (in memory or
+    streamed, the same tensors); the per-image timm transforms need the streaming path; mixup
+    and cutmix (timm `Mixup`, soft labels) act on whole batches on either path."""
+
     crop_padding: int = 2       # random crop of the original size after zero padding (0: off)
     hflip: bool = True
+    random_resized_crop: bool = False   # per image: timm RandomResizedCrop to the image size
+    scale: tuple[float, ...] = (0.08, 1.0)    # its range of crop areas (fractions of the image)
+    ratio: tuple[float, ...] = (0.75, 4 / 3)  # its range of crop aspect ratios
+    auto_augment: str | None = None     # per image: timm policy, e.g. rand-m9-mstd0.5 (RandAugment)
+    color_jitter: float = 0.0           # per image: brightness/contrast/saturation jitter (0: off)
+    re_prob: float = 0.0                # per image: random-erasing probability
+    re_mode: Literal["const", "rand", "pixel"] = "pixel"
+    mixup_alpha: float = 0.0            # per batch: mixup Beta(alpha, alpha) (0: off)
+    cutmix_alpha: float = 0.0           # per batch: cutmix Beta(alpha, alpha) (0: off)
+    mixup_prob: float = 1.0             # probability that a batch is mixed at all
+    mixup_switch_prob: float = 0.5      # probability of cutmix instead of mixup when both are on
+    mixup_mode: Literal["batch", "pair", "elem"] = "batch"
 
     def __post_init__(self) -> None:
+        problems = []
         if self.crop_padding < 0:
-            raise ConfigError(f"crop_padding: must be >= 0, got {self.crop_padding}")
+            problems.append(f"crop_padding: must be >= 0, got {self.crop_padding}")
+        if self.random_resized_crop and self.crop_padding:
+            problems.append("crop_padding: must be 0 with random_resized_crop (both crop the image)")
+        for key, low, high in (("scale", 0.0, 1.0), ("ratio", 0.0, None)):
+            pair = getattr(self, key)
+            if len(pair) != 2 or not 0 < pair[0] <= pair[1] or (high is not None and pair[1] > high):
+                problems.append(f"{key}: needs [low, high] with 0 < low <= high{f' <= {high:g}' if high else ''}, "
+                                f"got {list(pair)}")
+        for key in ("re_prob", "mixup_prob", "mixup_switch_prob"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                problems.append(f"{key}: must be in [0, 1], got {getattr(self, key)}")
+        for key in ("color_jitter", "mixup_alpha", "cutmix_alpha"):
+            if getattr(self, key) < 0:
+                problems.append(f"{key}: must be >= 0, got {getattr(self, key)}")
+        if self.auto_augment is not None:
+            problems += _check_auto_augment(self.auto_augment)
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def per_image(self) -> bool:
+        """Whether a per-image (timm) transform is on, which only the streaming path applies."""
+        return self.random_resized_crop or self.auto_augment is not None or self.color_jitter > 0 or self.re_prob > 0
+
+    @property
+    def mixes(self) -> bool:
+        """Whether mixup or cutmix is on."""
+        return self.mixup_alpha > 0 or self.cutmix_alpha > 0
+
+
+def _check_auto_augment(policy: str) -> list[str]:
+    """Problems with a timm augmentation policy string (timm parses it: built once, then dropped)."""
+    from timm.data.transforms_factory import create_transform
+
+    try:
+        create_transform(32, is_training=True, auto_augment=policy)
+    except (AssertionError, KeyError, ValueError, IndexError, TypeError) as e:
+        why = f" ({clip(str(e), 60)})" if str(e) else ""
+        return [f"auto_augment: {clip(policy)!r} is not a timm augmentation policy{why}; e.g. rand-m9-mstd0.5 "
+                f"(RandAugment), augmix-m5-w3, original, v0"]
+    return []
 
 
 @dataclass(frozen=True)
@@ -47,6 +104,8 @@ class DataConfig:
     train_size: int | None = None  # None: every training image left after the validation split
     split_seed: int = 0
     image_size: int | None = None  # imagefolder only: images are resized and centre-cropped to it
+    in_memory: bool | Literal["auto"] = "auto"   # auto: streams imagefolder and per-image transforms
+    workers: int = 4             # DataLoader worker processes of the streaming path (0: in-process)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
     def __post_init__(self) -> None:
@@ -57,8 +116,23 @@ class DataConfig:
             problems.append(f"train_size: must be >= 1 or null, got {self.train_size}")
         if self.name == "imagefolder" and self.image_size is None:
             problems.append("image_size: required for imagefolder data")
+        if self.workers < 0:
+            problems.append(f"workers: must be >= 0, got {self.workers}")
+        if self.in_memory is True and self.augment.per_image:
+            problems.append("in_memory: true batches whole tensors and cannot apply the per-image transforms "
+                            "of data.augment (random_resized_crop, auto_augment, color_jitter, re_prob); "
+                            "use auto or false")
         if problems:
             raise ConfigError(problems)
+
+    @property
+    def streams(self) -> bool:
+        """Whether batches come from the streaming path (a DataLoader over lazily read images)
+        rather than from tensors held in memory: `in_memory: auto` streams ImageFolder trees
+        and any data with per-image transforms, and keeps Fashion-MNIST and CIFAR in memory."""
+        if self.in_memory == "auto":
+            return self.name == "imagefolder" or self.augment.per_image
+        return not self.in_memory
 
 
 @dataclass(frozen=True)
@@ -123,7 +197,7 @@ class TrainConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     grad_clip: GradClipConfig = field(default_factory=GradClipConfig)
     threads: int | None = None   # None: respect OMP_NUM_THREADS / torch's default
-    precision: Literal["fp32", "bf16"] = "fp32"   # bf16 autocast: for GPUs (4x slower on AVX2 CPUs)
+    precision: Literal["fp32", "bf16"] = "fp32"   # bf16 autocast: for GPUs (slow on most CPUs)
     channels_last: bool = True
     log_every: int = 20
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

@@ -1,7 +1,7 @@
 """Batch-norm recalibration: re-estimate running statistics of the active subnet exactly.
 
 Weight-sharing training leaves BN running statistics that mix many subnets, so every
-evaluation first recalibrates (OFA/AttentiveNAS, ALGORITHMS.md §0.3): forward a fixed set of
+evaluation first recalibrates (OFA/AttentiveNAS; docs/design.md, "Batch-norm recalibration"): forward a fixed set of
 training images with BN normalising by batch statistics, accumulate per channel the sum of x,
 the sum of x² and the count over ALL calibration images, and set running_mean = sum/count and
 running_var = the pooled variance with Bessel's correction (count/(count-1)), torch's
@@ -18,6 +18,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
+
+from nas.engine.devices import module_device
 
 
 class _Moments:
@@ -74,7 +76,8 @@ def _all_reduce(moments: Iterable[_Moments]) -> None:
     for m in moments:
         if m.sum is None:      # a layer the active subnet skips: skipped on every rank alike
             continue
-        packed = torch.cat([m.sum, m.sum_sq, torch.tensor([float(m.count)], dtype=torch.float64)])
+        count = torch.tensor([float(m.count)], dtype=torch.float64, device=m.sum.device)
+        packed = torch.cat([m.sum, m.sum_sq, count])   # on the model's device (nccl needs CUDA tensors)
         dist.all_reduce(packed)
         n = m.sum.numel()
         m.sum, m.sum_sq, m.count = packed[:n], packed[n:2 * n], int(packed[-1].item())
@@ -102,7 +105,7 @@ def recalibrate_bn(model: nn.Module, batches: Iterable[torch.Tensor],
             seen += x.shape[0]
     _all_reduce(moments.values())
     if dist.is_available() and dist.is_initialized():
-        total = torch.tensor([seen], dtype=torch.float64)
+        total = torch.tensor([seen], dtype=torch.float64, device=module_device(model))
         dist.all_reduce(total)
         seen = int(total.item())
     for layer, m in moments.items():

@@ -1,6 +1,6 @@
 """Plain-dict checkpoints, written atomically and loaded with `weights_only=True`.
 
-A checkpoint (CONTRACT.md §9) holds `format_version`, `config` (the resolved config as plain
+A checkpoint holds `format_version`, `config` (the resolved config as plain
 data), `model` (the unwrapped state dict), `optimizer`, `scheduler`, `strategy`, `step`,
 `epoch` and `rng` (generator states as tensors). Writing goes to a temporary file in the same
 directory, is fsynced, then renamed over the target, so a crash never leaves half a file.

@@ -117,7 +117,15 @@ def train_batches(splits: ImageSplits, batch_size: int, seed: int, epoch: int, s
     Raises:
         DataError: bad batch size (names `train.batch_size`), rank or start step.
     """
-    steps = steps_per_epoch(len(splits.train_images), batch_size)
+    steps, lo, hi = epoch_slice(len(splits.train_images), batch_size, start_step, rank, world_size)
+    return _train_iter(splits, batch_size, seed, epoch, steps, augment, lo, hi)
+
+
+def epoch_slice(num_images: int, batch_size: int, start_step: int, rank: int, world_size: int
+                ) -> tuple[range, int, int]:
+    """The steps left in an epoch from `start_step`, and the rows [lo, hi) of each global batch
+    that rank `rank` of `world_size` takes; checks every argument (see `train_batches`)."""
+    steps = steps_per_epoch(num_images, batch_size)
     if not _is_int(world_size, 1) or not _is_int(rank, 0, world_size - 1):
         raise DataError(f"rank {clip(rank)} of world size {clip(world_size)} is out of range")
     if batch_size % world_size:
@@ -125,25 +133,35 @@ def train_batches(splits: ImageSplits, batch_size: int, seed: int, epoch: int, s
                         f"{world_size} ranks (world size)")
     if not _is_int(start_step, 0, steps):
         raise DataError(f"start step {start_step} is outside the {steps} steps of an epoch")
-    return _train_iter(splits, batch_size, seed, epoch, range(start_step, steps), augment,
-                       rank * (batch_size // world_size), (rank + 1) * (batch_size // world_size))
+    share = batch_size // world_size
+    return range(start_step, steps), rank * share, (rank + 1) * share
+
+
+def epoch_order(num_images: int, seed: int, epoch: int) -> torch.Tensor:
+    """The training order of `epoch`: a permutation that depends only on (seed, epoch)."""
+    return torch.randperm(num_images, generator=torch_generator(seed, "data.order", epoch))
 
 
 def _train_iter(splits: ImageSplits, batch_size: int, seed: int, epoch: int, steps: range,
                 augment: Augment | None, lo: int, hi: int
                 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     images, labels = splits.train_images, splits.train_labels
-    order = torch.randperm(len(images), generator=torch_generator(seed, "data.order", epoch))
+    order = epoch_order(len(images), seed, epoch)
     for step in steps:
         idx = order[step * batch_size + lo: step * batch_size + hi]
-        gen = torch_generator(seed, "data.augment", epoch, step)
-        x = _augment(images[idx], augment, batch_size, gen, lo)
+        x = augment_rows(images[idx], augment, batch_size, augment_generator(seed, epoch, step), lo)
         yield normalize(x, splits.mean, splits.std), labels[idx]
 
 
-def _augment(images: torch.Tensor, augment: Augment | None, n_global: int,
-             generator: torch.Generator, lo: int = 0) -> torch.Tensor:
-    """Augment rows [lo, lo + len(images)) of a global batch of `n_global` images."""
+def augment_generator(seed: int, epoch: int, step: int) -> torch.Generator:
+    """The generator of step `step`'s batch augmentation (crop offsets, flips)."""
+    return torch_generator(seed, "data.augment", epoch, step)
+
+
+def augment_rows(images: torch.Tensor, augment: Augment | None, n_global: int,
+                 generator: torch.Generator, lo: int = 0) -> torch.Tensor:
+    """Augment rows [lo, lo + len(images)) of a global batch of `n_global` uint8 images, drawing
+    the crop offsets and flips of the whole global batch from `generator`."""
     if augment is None or not augment.active:
         return images
     oy, ox, flip = (t if t is None else t[lo:lo + len(images)]
@@ -175,16 +193,31 @@ def calibration_batches(splits: ImageSplits, num_batches: int, batch_size: int, 
     Raises:
         DataError: `num_batches` or `batch_size` < 1.
     """
+    images, labels = splits.train_images, splits.train_labels
+    batches = []
+    for i, idx in enumerate(calibration_indices(len(images), num_batches, batch_size, seed)):
+        gen = torch_generator(seed, "data.calibration_augment", i)
+        x = augment_rows(images[idx], augment, len(idx), gen)
+        batches.append((normalize(x, splits.mean, splits.std), labels[idx]))
+    return batches
+
+
+def calibration_indices(num_images: int, num_batches: int, batch_size: int, seed: int) -> list[torch.Tensor]:
+    """Index batches of the fixed `seed`-seeded calibration subset (see `calibration_batches`).
+
+    Raises:
+        DataError: `num_batches` or `batch_size` < 1.
+    """
     for key, value in (("num_batches", num_batches), ("batch_size", batch_size)):
         if not _is_int(value, 1):
             raise DataError(f"calibration {key}: must be an integer >= 1, got {clip(value)}")
-    images, labels = splits.train_images, splits.train_labels
-    count = min(num_batches * batch_size, len(images))
-    chosen = torch.randperm(len(images), generator=torch_generator(seed, "data.calibration"))[:count]
-    batches = []
-    for i, start in enumerate(range(0, count, batch_size)):
-        idx = chosen[start:start + batch_size]
-        gen = torch_generator(seed, "data.calibration_augment", i)
-        x = _augment(images[idx], augment, len(idx), gen)
-        batches.append((normalize(x, splits.mean, splits.std), labels[idx]))
-    return batches
+    count = min(num_batches * batch_size, num_images)
+    chosen = torch.randperm(num_images, generator=torch_generator(seed, "data.calibration"))[:count]
+    return [chosen[start:start + batch_size] for start in range(0, count, batch_size)]
+
+
+def rank_share(batches: list, rank: int, world_size: int) -> list:
+    """Rank `rank`'s share of calibration batches under DDP: every `world_size`-th one when
+    there are at least as many batches as ranks, else all of them (BN recalibration then
+    all-reduces the statistics over ranks)."""
+    return batches[rank::world_size] if len(batches) >= world_size else batches

@@ -235,46 +235,87 @@ def _load_cifar(name: str, root: str | None) -> tuple:
     return (*out, num_classes, mean, std)
 
 
-def _load_imagefolder(root: str | None, image_size: int | None) -> tuple:
-    from torchvision import datasets, transforms
+@dataclass(frozen=True)
+class ImageFolderFiles:
+    """The image files of an ImageFolder tree (listed, not decoded)."""
 
-    if image_size is None:
-        raise DataError("data.image_size: required for imagefolder (images are resized and "
-                        "centre-cropped to image_size × image_size)")
+    classes: list[str]                 # train/'s class folders, sorted: label i is classes[i]
+    train: list[tuple[str, int]]       # (path, label) of train/<class>/*
+    test: list[tuple[str, int]]        # (path, label) of val/<class>/*, with train/'s labels
+
+
+def list_imagefolder(root: str | None) -> ImageFolderFiles:
+    """List `root/train/<class>/*` and `root/val/<class>/*` (val/ may lack classes, not add any).
+
+    Raises:
+        DataError: naming `data.root` when the tree is missing or malformed.
+    """
+    from torchvision import datasets
+
     if root is None:
         raise DataError("data.root: required for imagefolder (a directory with train/<class>/* "
                         "and val/<class>/*)")
-    tf = transforms.Compose([transforms.Resize(image_size), transforms.CenterCrop(image_size),
-                             transforms.PILToTensor()])
-    sets = []
+    listed = []
     for part in ("train", "val"):
         path = os.path.join(root, part)
         if not os.path.isdir(path):
             raise DataError(f"data.root: {_tail(path)} is not a directory (imagefolder needs "
                             f"{part}/<class>/<image files>)")
         try:
-            sets.append(datasets.ImageFolder(path, transform=tf, allow_empty=part == "val"))
+            listed.append(datasets.ImageFolder(path, allow_empty=part == "val"))
         except (FileNotFoundError, OSError) as e:
             raise DataError(f"data.root: {_tail(path)}: {str(e).splitlines()[0][:120]}") from e
-    train, val = sets
+    train, val = listed
     unknown = sorted(set(val.classes) - set(train.classes))
     if unknown:
         raise DataError(f"data.root: classes {clip(', '.join(unknown))} of val/ are not in train/")
-    remap = torch.tensor([train.class_to_idx[c] for c in val.classes], dtype=torch.int64)
-    (train_x, train_y), (test_x, test_y) = _decode_all(train, image_size), _decode_all(val, image_size)
-    if len(test_y):
-        test_y = remap[test_y]
-    return train_x, train_y, test_x, test_y, len(train.classes), IMAGENET_MEAN, IMAGENET_STD
+    remap = [train.class_to_idx[c] for c in val.classes]
+    return ImageFolderFiles(list(train.classes), [(p, int(y)) for p, y in train.samples],
+                            [(p, remap[y]) for p, y in val.samples])
 
 
-def _decode_all(dataset, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    images = torch.empty((len(dataset), 3, size, size), dtype=torch.uint8)
-    for i in range(len(dataset)):  # decoding files is per-image work by nature
-        try:
-            images[i] = dataset[i][0]
-        except OSError as e:
-            raise DataError(f"{_tail(dataset.samples[i][0])}: cannot decode image ({e})") from e
-    return images, torch.tensor(dataset.targets, dtype=torch.int64)
+def load_rgb(path: str):
+    """The image file at `path` as an RGB PIL image, fully decoded.
+
+    Raises:
+        DataError: one line naming the file when it cannot be read or decoded.
+    """
+    from PIL import Image
+
+    try:
+        with open(path, "rb") as f:
+            image = Image.open(f)
+            return image.convert("RGB")
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        reason = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        raise DataError(f"{_tail(path)}: cannot decode image ({reason})") from e
+
+
+@functools.lru_cache(maxsize=4)
+def decode_transform(image_size: int):
+    """PIL image -> uint8 3 x S x S tensor: resize the shorter side to S, crop the centre."""
+    from torchvision import transforms
+
+    return transforms.Compose([transforms.Resize(image_size), transforms.CenterCrop(image_size),
+                               transforms.PILToTensor()])
+
+
+def _load_imagefolder(root: str | None, image_size: int | None) -> tuple:
+    if image_size is None:
+        raise DataError("data.image_size: required for imagefolder (images are resized and "
+                        "centre-cropped to image_size × image_size)")
+    files = list_imagefolder(root)
+    (train_x, train_y), (test_x, test_y) = (_decode_all(files.train, image_size),
+                                            _decode_all(files.test, image_size))
+    return train_x, train_y, test_x, test_y, len(files.classes), IMAGENET_MEAN, IMAGENET_STD
+
+
+def _decode_all(samples: list[tuple[str, int]], size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    images = torch.empty((len(samples), 3, size, size), dtype=torch.uint8)
+    tf = decode_transform(size)
+    for i, (path, _) in enumerate(samples):  # decoding files is per-image work by nature
+        images[i] = tf(load_rgb(path))
+    return images, torch.tensor([label for _, label in samples], dtype=torch.int64)
 
 
 def _resize(images: torch.Tensor, size: int, chunk: int = 4096) -> torch.Tensor:
@@ -293,8 +334,10 @@ def dataset_info(name: str, root: str | None = None, image_size: int | None = No
     if name in _CIFAR:
         return 3, _CIFAR[name][3], image_size if image_size is not None else 32
     if name == "imagefolder":
-        train = os.path.join(root or "", "train")
-        if root is None or not os.path.isdir(train):
+        if root is None:
+            raise DataError("data.root: required for imagefolder (a directory with train/<class>/* and val/<class>/*)")
+        train = os.path.join(root, "train")
+        if not os.path.isdir(train):
             raise DataError(f"data.root: {_tail(train)} is not a directory (imagefolder needs "
                             "train/<class>/<image files>)")
         classes = [d for d in os.listdir(train) if os.path.isdir(os.path.join(train, d))]

@@ -1,7 +1,8 @@
 """Process-group facts for DDP under torchrun (rank, world size, device) and small helpers.
 
 `torchrun` sets RANK, WORLD_SIZE, LOCAL_RANK and MASTER_ADDR/PORT; `nas train` detects them.
-Backend `nccl` on CUDA, `gloo` on CPU. Only rank 0 writes checkpoints, TensorBoard and logs.
+Each rank computes on `cuda:LOCAL_RANK` with backend `nccl` when CUDA is chosen, on the CPU with
+`gloo` otherwise. Only rank 0 writes checkpoints, TensorBoard and logs.
 """
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from nas.core.errors import ConfigError
+from nas.engine.devices import resolve_device
 
 
 @dataclass(frozen=True)
@@ -30,20 +34,34 @@ class DistEnv:
         return self.world_size > 1
 
 
-def detect() -> DistEnv:
-    """The torchrun environment (one process on CPU, or cuda:0 when available, without it)."""
+def detect(device: str | torch.device | None = None) -> DistEnv:
+    """The torchrun environment and this process's device.
+
+    Args:
+        device: `--device` as given (None: cuda when available, else cpu). Under torchrun a
+            CUDA choice means `cuda:LOCAL_RANK`, so it must not name an index.
+
+    Raises:
+        ConfigError: naming `--device` when the device is unusable.
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
-    return DistEnv(rank, world, local, device)
+    chosen = resolve_device(device)
+    if world > 1 and chosen.type == "cuda":
+        if device is not None and ":" in str(device):
+            raise ConfigError(f"--device: {device}: under torchrun each rank uses cuda:LOCAL_RANK; "
+                              f"pass --device cuda (or cpu)")
+        chosen = resolve_device(f"cuda:{local}", f"--device (LOCAL_RANK {local})")
+    return DistEnv(rank, world, local, str(chosen))
 
 
 def init_process_group(env: DistEnv) -> None:
-    """Join the torchrun process group (no-op for one process)."""
+    """Make `env.device` this process's CUDA device (if CUDA) and join the torchrun process
+    group (no-op for one process)."""
+    if env.device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(env.device))
     if not env.enabled or dist.is_initialized():
         return
-    if env.device.startswith("cuda"):
-        torch.cuda.set_device(env.local_rank)
     dist.init_process_group("nccl" if env.device.startswith("cuda") else "gloo")
 
 

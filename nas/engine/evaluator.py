@@ -2,12 +2,14 @@
 
 The module for an arch comes from the strategy (`subnet_for`), so searchers never know which
 strategy trained the weights. Results are cached by (checkpoint step, canonical arch, split,
-recalibration settings). The test split is for final reports; search uses `val`.
+recalibration settings). The test split is for final reports; search uses `val`. Batches,
+recalibration included, go to the device of the module being evaluated.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 import torch.distributed as dist
@@ -17,8 +19,10 @@ from nas.core.arch import arch_id
 from nas.core.config import EvalConfig
 from nas.core.errors import NasError
 from nas.engine.bn import recalibrate_bn
-from nas.engine.data import calibration_batches, eval_batches
 from nas.engine.datasets import ImageSplits
+from nas.engine.devices import module_device
+from nas.engine.sources import DataSource, as_source
+from search_spaces.base import Supernet
 
 SPLITS = ("val", "test")
 
@@ -45,55 +49,75 @@ def resize(x: torch.Tensor, size: int) -> torch.Tensor:
 @torch.no_grad()
 def accuracy(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
              prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x) -> Accuracy:
-    """Top-1/top-5 of `model` over labelled batches (the caller puts it in eval mode; a loaded
-    `model.pt2` program is already in eval mode and refuses `.eval()`)."""
-    correct1 = correct5 = seen = 0
+    """Top-1/top-5 of `model` over labelled batches, computed on the model's device (the caller
+    puts it in eval mode; a loaded `model.pt2` program is already in eval mode and refuses `.eval()`)."""
+    device = module_device(model)
+    correct1 = correct5 = torch.zeros((), dtype=torch.int64, device=device)
+    seen = 0
     for x, y in batches:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         logits = model(prepare(x))
         top = logits.topk(min(5, logits.shape[1]), dim=1).indices
-        correct1 += (top[:, 0] == y).sum().item()
-        correct5 += (top == y[:, None]).any(dim=1).sum().item()
+        correct1 = correct1 + (top[:, 0] == y).sum()
+        correct5 = correct5 + (top == y[:, None]).any(dim=1).sum()
         seen += len(y)
-    return Accuracy(correct1 / max(seen, 1), correct5 / max(seen, 1), seen)
+    return Accuracy(correct1.item() / max(seen, 1), correct5.item() / max(seen, 1), seen)
 
 
 class Evaluator:
     """BN-recalibrated accuracy of subnets of one trained supernet (one checkpoint step)."""
 
-    def __init__(self, subnet_for: Callable[[Mapping[str, Any]], nn.Module], canonical: Callable,
-                 splits: ImageSplits, settings: EvalConfig, seed: int, step: int, channels_last: bool = False):
+    def __init__(self, subnet_for: Callable[[Mapping[str, Any]], Supernet], canonical: Callable,
+                 splits: ImageSplits | DataSource, settings: EvalConfig, seed: int, step: int,
+                 channels_last: bool = False):
         self.subnet_for, self.canonical = subnet_for, canonical
-        self.splits, self.settings, self.seed, self.step = splits, settings, seed, step
+        self.data, self.settings, self.seed, self.step = as_source(splits), settings, seed, step
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self._cache: dict[tuple, Accuracy] = {}
         self._calibration: list[torch.Tensor] | None = None
 
-    def calibration_inputs(self) -> list[torch.Tensor]:
-        """The fixed, seeded training batches every recalibration uses."""
-        if self._calibration is None:
-            batches = calibration_batches(self.splits, self.settings.bn_recal_batches,
-                                          self.settings.bn_recal_batch_size, self.seed)
-            if dist.is_available() and dist.is_initialized() and len(batches) >= dist.get_world_size():
-                # each rank takes its share; recalibrate_bn all-reduces the sums and counts
-                batches = batches[dist.get_rank()::dist.get_world_size()]
-            self._calibration = [x.contiguous(memory_format=self.memory_format) for x, _ in batches]
+    def calibration_inputs(self) -> Iterable[torch.Tensor]:
+        """The fixed, seeded training batches every recalibration uses (this rank's share under
+        DDP: recalibrate_bn all-reduces the sums and counts); held in memory unless the data
+        streams, in which case they are read again each time."""
+        if self._calibration is not None:
+            return self._calibration
+        shard = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
+        batches = self.data.calibration_batches(self.settings.bn_recal_batches, self.settings.bn_recal_batch_size,
+                                                self.seed, *shard)
+        inputs = (x.contiguous(memory_format=self.memory_format) for x, _ in batches)
+        if self.data.streams:
+            return inputs
+        self._calibration = list(inputs)
         return self._calibration
 
     def _key(self, arch: Mapping[str, Any], split: str) -> tuple:
         s = self.settings
         return (self.step, arch_id(self.canonical(arch)), split, s.bn_recal_batches, s.bn_recal_batch_size, self.seed)
 
-    def prepared(self, arch: Mapping[str, Any]) -> nn.Module:
-        """The module of `arch` with its BN statistics recalibrated, in eval mode."""
+    @contextmanager
+    def prepared(self, arch: Mapping[str, Any]) -> Iterator[Supernet]:
+        """Inside the block: the supernet of `arch`, `arch` active, BN statistics recalibrated,
+        in eval mode. On exit its buffers and train/eval mode are restored, so evaluating never
+        changes the live supernet (during training, the checkpoint does not depend on which
+        arch was evaluated last)."""
         module = self.subnet_for(arch)
-        recalibrate_bn(module, self.calibration_inputs())
-        return module.eval()
+        saved = [(buffer, buffer.clone()) for buffer in module.buffers()]
+        was_training = module.training
+        try:
+            device = module_device(module)
+            recalibrate_bn(module, (x.to(device, non_blocking=True) for x in self.calibration_inputs()))
+            yield module.eval()
+        finally:
+            with torch.no_grad():
+                for buffer, value in saved:
+                    buffer.copy_(value)
+            module.train(was_training)
 
     def batches(self, split: str) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
         if split not in SPLITS:
             raise NasError(f"--split: unknown split '{split}'; choose one of {', '.join(SPLITS)}")
-        images, labels = self.splits.split(split)
-        for x, y in eval_batches(images, labels, self.settings.batch_size, self.splits.mean, self.splits.std):
+        for x, y in self.data.eval_batches(split, self.settings.batch_size):
             yield x.contiguous(memory_format=self.memory_format), y
 
     def evaluate(self, arch: Mapping[str, Any], split: str = "val") -> Accuracy:
@@ -101,7 +125,8 @@ class Evaluator:
         key = self._key(arch, split)
         if key not in self._cache:
             batches = self.batches(split)      # checks the split name before any work
-            self._cache[key] = accuracy(self.prepared(arch), batches)
+            with self.prepared(arch) as module:
+                self._cache[key] = accuracy(module, batches)
         return self._cache[key]
 
 

@@ -1,8 +1,11 @@
 """Export a subnet: a static module of plain torch layers, checked and saved.
 
-Files (CONTRACT.md §7), written directly in the output directory:
+Files, written directly in the output directory (README, "Exports"):
 `model.pt2` (torch.export of the eval-mode model, dynamic batch), `weights.safetensors`,
 `arch.yaml`, `metrics.json`, and `timm.json` where the space maps to a timm model.
+
+The static model is checked against the supernet on the supernet's device (in exact float32:
+no TF32 on CUDA), then saved from the CPU, so the files load on any machine.
 """
 from __future__ import annotations
 
@@ -16,9 +19,13 @@ from torch import nn
 from nas.core.arch import arch_id, write_arch_file
 from nas.core.files import write_json
 from nas.engine.counting import parameter_count
+from nas.engine.devices import exact_float32, module_device
 from search_spaces.base import Supernet
 
 MAX_BATCH = 1 << 16
+# Off the CPU the supernet and the export run different kernels (sliced vs contiguous weights),
+# which sum in other orders: allow float32 rounding relative to the size of the outputs.
+DEVICE_TOLERANCE = 1e-4
 
 
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
@@ -29,12 +36,13 @@ def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.Expo
 
 def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str, Any],
                        example: torch.Tensor) -> float:
-    """Largest |output difference| between `supernet` with `arch` active and `static` (eval mode)."""
+    """Largest |output difference| between `supernet` with `arch` active and `static` (eval mode),
+    both on `example`'s device."""
     was_training, previous = supernet.training, dict(supernet.active_arch)
     supernet.eval()
     supernet.set_active(arch)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), exact_float32(example.device):
             return (supernet(example) - static(example)).abs().max().item()
     finally:
         supernet.train(was_training)
@@ -47,20 +55,26 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
                 tolerance: float = 1e-5) -> dict:
     """Export `arch` from `supernet` into `out_dir`; returns the metrics written.
 
-    The static model is compared with the supernet on a seeded batch first; a difference above
-    `tolerance` is an internal error (the export would not be the searched subnet).
+    The static model is compared with the supernet on a seeded batch first, on the supernet's
+    device; a difference above `tolerance` (on CPU; `DEVICE_TOLERANCE` times the largest output,
+    at least 1, elsewhere) is an internal error (the export would not be the searched subnet).
     """
     space = supernet.space
     arch = space.canonical(arch)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    static = supernet.export(arch)
+    device = module_device(supernet)
+    static = supernet.export(arch).to(device)
     size = space.input_size(arch)
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(4, space.in_chans, size, size, generator=generator)
-    difference = max_abs_difference(supernet, static, arch, example)
+    difference = max_abs_difference(supernet, static, arch, example.to(device))
+    if device.type != "cpu":
+        with torch.no_grad():
+            tolerance = max(tolerance, DEVICE_TOLERANCE * max(1.0, static(example.to(device)).abs().max().item()))
     if not difference <= tolerance:
-        raise RuntimeError(f"export differs from the supernet by {difference:.3g} (> {tolerance})")
+        raise RuntimeError(f"export differs from the supernet by {difference:.3g} (> {tolerance:.3g}) on {device}")
+    static = static.cpu()
     torch.export.save(export_program(static, example[:2]), str(out_dir / "model.pt2"))
     save_file({k: v.contiguous() for k, v in static.state_dict().items()}, str(out_dir / "weights.safetensors"))
     write_arch_file(arch, out_dir / "arch.yaml")
@@ -69,7 +83,7 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
         write_json(out_dir / "timm.json", timm_config)
     macs = space.macs(arch)
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
-              "max_abs_difference": difference, **dict(metrics or {})}
+              "max_abs_difference": difference, "checked_on": str(device), **dict(metrics or {})}
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)
     write_json(out_dir / "metrics.json", record)

@@ -36,14 +36,14 @@ from nas.core.config import DataConfig, RunConfig
 from nas.core.files import write_json
 from nas.core.rng import derive_seed
 from nas.core.schema import to_plain
-from nas.engine.datasets import ImageSplits, load_dataset
 from nas.engine.recipe import Recipe
+from nas.engine.sources import DataSource, build_source
 from nas.engine.standalone import train_standalone
 from search_spaces.base import ArchSpace
 
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
 ModelFactory = Callable[[RunConfig, Arch, int], nn.Module]
-_SPLITS: dict[DataConfig, ImageSplits] = {}
+_SOURCES: dict[DataConfig, DataSource] = {}   # per process: loaded once, shared by its trainings
 
 
 @dataclass(frozen=True)
@@ -124,10 +124,9 @@ def train_task(task: Task) -> dict[str, Any]:
     recipe = task.recipe
     train_seed = recipe.train.seed + task.seed
     model = task.make_model(task.config, task.arch, init_seed(train_seed, task.arch))
-    if recipe.data not in _SPLITS:
-        d = recipe.data
-        _SPLITS[recipe.data] = load_dataset(d.name, d.root, d.val_size, d.train_size, d.split_seed, d.image_size)
-    result = train_standalone(model, recipe, _SPLITS[recipe.data], train_seed, resolution=task.resolution)
+    if recipe.data not in _SOURCES:
+        _SOURCES[recipe.data] = build_source(recipe.data)
+    result = train_standalone(model, recipe, _SOURCES[recipe.data], train_seed, resolution=task.resolution)
     record = {"arch_id": arch_id(task.arch), "arch": task.arch, "seed": task.seed, "train_seed": train_seed,
               "macs": task.macs, "params": task.params, **result.to_dict(), "threads": torch.get_num_threads(),
               "torch": torch.__version__}

@@ -37,6 +37,7 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import RunError, SearchError
 from nas.core.files import write_json
+from nas.engine.devices import resolve_device
 from search_spaces.base import ArchSpace, LayerCost, Supernet
 
 FORMAT_VERSION = 1
@@ -114,9 +115,7 @@ def measure(model: nn.Module, device: str | torch.device = "cpu", batch_size: in
         channels_last: Run 4-D tensors in channels-last memory format (much faster for
             depthwise convolutions on CPU).
     """
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SearchError(f"--device: {device} is not available (torch.cuda.is_available() is False)")
+    device = resolve_device(device)
     if repeats < 1 or warmup < 0 or batch_size < 1:
         raise SearchError(f"measure: needs repeats >= 1, warmup >= 0, batch >= 1; "
                           f"got {repeats}, {warmup}, {batch_size}")
@@ -125,7 +124,8 @@ def measure(model: nn.Module, device: str | torch.device = "cpu", batch_size: in
     x = torch.randn(batch_size, *input_shape, device=device, dtype=dtype)
     if channels_last and x.dim() == 4:
         model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
-    with _threads(record.threads), torch.inference_mode():
+    on_device = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+    with _threads(record.threads), torch.inference_mode(), on_device:   # events record on the current device
         timer = _time_cuda if device.type == "cuda" else _time_cpu
         samples = timer(model, x, warmup, repeats)
     return LatencyRecord(statistics.median(samples), _nearest_rank(samples, 0.9), samples, record)
@@ -291,7 +291,7 @@ def build_table(supernet: Supernet, archs: Sequence[Mapping[str, Any]], device: 
             between them by summed layer latency).
         progress: Called as `progress(done, total)` after each layer measurement.
     """
-    space = supernet.space
+    space, device = supernet.space, resolve_device(device)
     archs = [space.canonical(a) for a in archs]
     todo: dict[str, tuple[int, LayerCost]] = {}
     for index, arch in enumerate(archs):
@@ -349,6 +349,7 @@ def write_latency_table(supernet: Supernet, out_dir: str | Path, device: str | t
 
     Returns the file (`out_dir/<device>-b<batch>.json`) and the table; `kwargs` go to `build_table`.
     """
+    device = resolve_device(device)
     archs = table_archs(supernet.space, seed=seed)
     table = build_table(supernet, archs, device, batch_size, threads=threads, progress=progress, **kwargs)
     path = table.save(Path(out_dir) / table_filename(device, batch_size))

@@ -10,7 +10,10 @@ run config, e.g.::
     data: {train_size: 20000}
 
 `digest` names a recipe in ground-truth caches: settings that cannot change the trained weights
-(`train.threads`, `train.checkpoint`, `train.log_every`) are left out of it.
+(`train.threads`, `train.checkpoint`, `train.log_every`, and how batches are read:
+`data.in_memory`, `data.workers`) are left out of it, and so are the augmentation options
+beyond crop and flip (timm per-image transforms, mixup/cutmix) while they keep their defaults,
+so ground truths cached before those options existed remain valid.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.core import yaml_io
-from nas.core.config import DataConfig, EvalConfig, RunConfig, TrainConfig, build_config
+from nas.core.config import AugmentConfig, DataConfig, EvalConfig, RunConfig, TrainConfig, build_config
 from nas.core.errors import ConfigError, check_int
 from nas.core.registry import did_you_mean
 from nas.core.schema import to_plain
@@ -29,6 +32,8 @@ from nas.core.schema import to_plain
 SECTIONS = ("train", "data")
 DEFAULT_LABEL_SMOOTHING = 0.1
 _NOT_HASHED = ("threads", "checkpoint", "log_every")
+_DATA_NOT_HASHED = ("in_memory", "workers")
+_ALWAYS_HASHED_AUGMENT = ("crop_padding", "hflip")
 _LENGTH = ("epochs", "steps")
 
 
@@ -48,13 +53,22 @@ class Recipe:
     def to_dict(self) -> dict[str, Any]:
         """Plain data of everything that shapes the trained weights."""
         train = {k: v for k, v in to_plain(self.train).items() if k not in _NOT_HASHED}
-        return {"data": to_plain(self.data), "train": train, "eval": to_plain(self.eval),
+        return {"data": _data_section(self.data), "train": train, "eval": to_plain(self.eval),
                 "label_smoothing": self.label_smoothing}
 
     def digest(self, **context: Any) -> str:
         """First 10 hex digits of sha1 of `to_dict()` plus `context` (e.g. the space section)."""
         text = json.dumps({**self.to_dict(), **context}, sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def _data_section(data: DataConfig) -> dict[str, Any]:
+    """The `data` settings that shape the batches' contents (see the module docstring)."""
+    plain = {k: v for k, v in to_plain(data).items() if k not in _DATA_NOT_HASHED}
+    defaults = to_plain(AugmentConfig())
+    plain["augment"] = {k: v for k, v in plain["augment"].items()
+                        if k in _ALWAYS_HASHED_AUGMENT or v != defaults[k]}
+    return plain
 
 
 def label_smoothing_of(config: RunConfig) -> float:

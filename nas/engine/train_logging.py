@@ -62,6 +62,13 @@ class TrainLogger:
         scores = "  ".join(f"{k[len('val_top1_'):]} {v:.4f}" for k, v in record.items() if k.startswith("val_top1_"))
         tqdm.write(f"epoch {record['epoch']} step {record['step']}: val top-1 {scores}", file=sys.stderr)
 
+    def restructured(self, step: int, reason: str) -> None:
+        """The strategy changed its model's structure at `step` (e.g. a few-shot split)."""
+        if not self.enabled:
+            return
+        self.writer.add_text("train/restructure", reason, step)
+        tqdm.write(f"step {step}: {reason}", file=sys.stderr)
+
     def interrupted(self, signum: int) -> None:
         if self.enabled:
             tqdm.write(interrupted_message(self.trainer.run, signum, self.trainer.state.step), file=sys.stderr)

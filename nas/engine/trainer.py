@@ -3,6 +3,9 @@ logging, checkpoints every N steps or seconds, resume mid-epoch, clean interrupt
 
 The trainer knows nothing of sampling rules: the strategy runs the passes of a step and the
 trainer clips, steps the optimiser and the per-iteration LR schedule (timm), logs and saves.
+The optimiser sees the strategy's `parameter_groups`; after every step the strategy may
+restructure its model (`after_step`), and the trainer then rebuilds the DDP wrapper, the
+optimiser and the scheduler around the new parameters (`Trainer.restructure`).
 """
 from __future__ import annotations
 
@@ -16,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-from timm.optim import create_optimizer_v2
+from timm.optim import create_optimizer_v2, param_groups_weight_decay
 from timm.scheduler import create_scheduler_v2
 from torch import nn
 
 from nas.core.config import GradClipConfig, RunConfig, TrainConfig
 from nas.core.errors import CheckpointError, TrainingDiverged
+from nas.core.rng import derive_seed
 from nas.engine.checkpoint import (
     BEST,
     LAST,
@@ -30,19 +34,26 @@ from nas.engine.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from nas.engine.data import Augment, steps_per_epoch, train_batches
+from nas.engine.data import steps_per_epoch
 from nas.engine.datasets import ImageSplits
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import RunDir
+from nas.engine.sources import DataSource, as_source
 from nas.engine.train_logging import TrainLogger
-from supernets.base import StepIO, Strategy
+from supernets.base import Restructure, StepIO, Strategy, restore_strategy
 
 _SGD_NAMES = ("sgd", "nesterov", "momentum")
 
 
-def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """timm optimiser from the config; no weight decay on batch-norm parameters and biases."""
+def build_optimizer(params: nn.Module | list[dict[str, Any]], config: TrainConfig) -> torch.optim.Optimizer:
+    """timm optimiser from the config over a module or parameter groups.
+
+    A module gets timm's groups: no weight decay on biases and normalisation parameters
+    (every parameter of at most one dimension). Given groups carry their own weight decay.
+    """
+    if isinstance(params, nn.Module):
+        params = param_groups_weight_decay(params, config.optimizer.weight_decay)
     o = config.optimizer
     kwargs: dict[str, Any] = {}
     name = o.name
@@ -52,8 +63,7 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
         kwargs["betas"] = tuple(o.betas)
     if o.eps is not None:
         kwargs["eps"] = o.eps
-    return create_optimizer_v2(model, opt=name, lr=o.lr, weight_decay=o.weight_decay,
-                               filter_bias_and_bn=True, **kwargs)
+    return create_optimizer_v2(params, opt=name, lr=o.lr, weight_decay=0.0, **kwargs)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total_steps: int):
@@ -86,36 +96,63 @@ class TrainState:
 
 
 class Trainer:
-    """Train `strategy.model` on `splits` as `config.train` says, writing into `run`."""
+    """Train `strategy.model` on `splits` as `config.train` says, writing into `run`, on
+    `env.device` (batches are moved there; in-memory splits are augmented as `config.data` says)."""
 
-    def __init__(self, config: RunConfig, strategy: Strategy, splits: ImageSplits, run: RunDir,
+    def __init__(self, config: RunConfig, strategy: Strategy, splits: ImageSplits | DataSource, run: RunDir,
                  env: DistEnv = DistEnv(), progress: bool = True,
                  make_evaluator: Callable[[int], Evaluator] | None = None):
         self.config, self.train_cfg = config, config.train
-        self.strategy, self.splits, self.run, self.env = strategy, splits, run, env
+        self.strategy, self.run, self.env = strategy, run, env
+        self.data = as_source(splits, config.data)
         self.progress, self.make_evaluator = progress, make_evaluator
         self.device = torch.device(env.device)
         self.memory_format = torch.channels_last if self.train_cfg.channels_last else torch.contiguous_format
-        self.model = strategy.model.to(self.device, memory_format=self.memory_format)
-        self.wrapped = self._wrap(self.model)
-        self.steps_per_epoch = steps_per_epoch(len(splits.train_labels), self.train_cfg.batch_size)
+        self.steps_per_epoch = steps_per_epoch(self.data.num_train, self.train_cfg.batch_size)
         self.total_steps = (self.train_cfg.steps if self.train_cfg.steps is not None
                             else self.train_cfg.epochs * self.steps_per_epoch)
-        self.optimizer = build_optimizer(self.model, self.train_cfg)
-        self.scheduler = build_scheduler(self.optimizer, self.train_cfg, self.total_steps)
+        self._build()
         self.state = TrainState()
-        self.augment = Augment(config.data.augment.crop_padding, config.data.augment.hflip)
         self._stop_signal: int | None = None
+        self.restructures: list[tuple[int, str]] = []   # (step, reason) of this process's restructures
         if self.train_cfg.precision == "bf16" and self.device.type == "cpu":
-            warnings.warn("train.precision: bf16 autocast on CPU is about 4x slower than fp32 on AVX2 CPUs",
+            warnings.warn("train.precision: bf16 autocast on CPU is usually slower than fp32 (BENCHMARKS.md)",
                           stacklevel=2)
 
     # -- setup --------------------------------------------------------------------------
+    def _build(self) -> None:
+        """Model on the device, DDP wrapper, optimiser and scheduler for the strategy's current model."""
+        self.model = self.strategy.model.to(self.device, memory_format=self.memory_format)
+        self.wrapped = self._wrap(self.model)
+        self.optimizer = build_optimizer(self.strategy.parameter_groups(self.train_cfg.optimizer.weight_decay),
+                                         self.train_cfg)
+        self.scheduler = build_scheduler(self.optimizer, self.train_cfg, self.total_steps)
+
+    def restructure(self, change: Restructure) -> None:
+        """Rebuild DDP, optimiser and scheduler after the strategy changed its model.
+
+        Optimiser state (momentum buffers, Adam moments...) is kept per parameter object: a
+        parameter that survived keeps its own, a new parameter listed in `change.copied` gets
+        a copy of the state of the parameter it was copied from, any other new parameter
+        starts without state. The scheduler is rebuilt with the same settings and loads its
+        old state, so the learning rate continues where it was.
+        """
+        old_state = self.optimizer.state
+        scheduler_state = self.scheduler.state_dict()
+        self._build()
+        for group in self.optimizer.param_groups:
+            for param in group["params"]:
+                source = param if param in old_state else change.copied.get(param)
+                if source is not None and source in old_state:
+                    self.optimizer.state[param] = {k: v.clone() if torch.is_tensor(v) else v
+                                                   for k, v in old_state[source].items()}
+        self.scheduler.load_state_dict(scheduler_state)
+
     def _wrap(self, model: nn.Module) -> nn.Module:
         if not self.env.enabled:
             return model
         from torch.nn.parallel import DistributedDataParallel as DDP
-        ids = [self.env.local_rank] if self.device.type == "cuda" else None
+        ids = [self.device.index] if self.device.type == "cuda" else None
         # Subnets leave most parameters unused; no_sync on all but the last pass of a step
         # plus find_unused_parameters lets one all-reduce carry the summed gradients.
         return DDP(model, device_ids=ids, find_unused_parameters=True, broadcast_buffers=False)
@@ -133,11 +170,19 @@ class Trainer:
         return stack
 
     def step_io(self) -> StepIO:
-        return StepIO(forward=self.wrapped, pass_context=self._pass_context, all_reduce_mean=all_reduce_mean)
+        return StepIO(forward=self.wrapped, pass_context=self._pass_context, all_reduce_mean=all_reduce_mean,
+                      batches=self.probe_batches, steps_per_epoch=self.steps_per_epoch)
+
+    def probe_batches(self, split: str, count: int, key: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """`count` batches of `split` (`train` or `val`), normalised, without augmentation, on the
+        device: a pure function of (seed, split, key), the same on every rank."""
+        size = self.train_cfg.batch_size // self.env.world_size
+        batches = self.data.sample_batches(split, count, size, derive_seed(self.train_cfg.seed, "probe", key))
+        return [(x.to(self.device, memory_format=self.memory_format), y.to(self.device)) for x, y in batches]
 
     # -- checkpoints --------------------------------------------------------------------
     def checkpoint_state(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict(), "model": self.model.state_dict(),
+        return {"config": self.config.to_dict(), "model": self.strategy.model_state_dict(),
                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "strategy": self.strategy.state_dict(), "step": self.state.step,
                 "epoch": self.state.step // self.steps_per_epoch, "rng": rng_state(),
@@ -149,15 +194,16 @@ class Trainer:
             save_checkpoint(self.checkpoint_state(), self.run.checkpoints / name)
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Load a checkpoint into the freshly built model, optimiser and scheduler."""
+        """Load a checkpoint: the strategy (structure, then weights), then a rebuilt optimiser
+        and scheduler their states, then the RNG."""
         try:
-            self.model.load_state_dict(state["model"])
+            restore_strategy(self.strategy, state)
+            self._build()
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
         except (KeyError, RuntimeError, ValueError) as e:
             raise CheckpointError(f"{self.run.checkpoints / LAST}: does not match this config: "
                                   f"{str(e).splitlines()[0][:160]}") from e
-        self.strategy.load_state_dict(state.get("strategy", {}))
         set_rng_state(state["rng"])
         self.state = TrainState(step=state["step"], elapsed=state.get("elapsed", 0.0),
                                 best_score=state.get("best_score", -1.0))
@@ -213,12 +259,17 @@ class Trainer:
         self.scheduler.step_update(self.state.step)
         self.optimizer.zero_grad(set_to_none=True)
         self.model.train()
-        logs = self.strategy.train_step(images, labels, self.state.step, self.step_io())
+        io = self.step_io()
+        logs = self.strategy.train_step(images, labels, self.state.step, io)
         self._check_finite(logs)
         self._clip()
         self.optimizer.step()
         self.state.step += 1
         logs["lr"] = self.optimizer.param_groups[0]["lr"]
+        change = self.strategy.after_step(self.state.step, io)
+        if change is not None:
+            self.restructure(change)
+            self.restructures.append((self.state.step, change.reason))
         return logs
 
     def _batches(self):
@@ -226,9 +277,10 @@ class Trainer:
         cfg = self.train_cfg
         while self.state.step < self.total_steps:
             epoch, offset = divmod(self.state.step, self.steps_per_epoch)
-            for images, labels in train_batches(self.splits, cfg.batch_size, cfg.seed, epoch, offset,
-                                                self.augment, self.env.rank, self.env.world_size):
-                yield epoch, images.to(self.device, memory_format=self.memory_format), labels.to(self.device)
+            for images, labels in self.data.train_batches(cfg.batch_size, cfg.seed, epoch, offset,
+                                                          self.env.rank, self.env.world_size):
+                yield (epoch, images.to(self.device, memory_format=self.memory_format, non_blocking=True),
+                       labels.to(self.device, non_blocking=True))
                 if self.state.step >= self.total_steps:
                     return
 
@@ -242,8 +294,11 @@ class Trainer:
                 logs = self.train_one_step(images, labels)
                 self.state.elapsed += time.perf_counter() - started
                 logger.step(logs, images.shape[0] * self.env.world_size, time.perf_counter() - started)
+                if self.restructures and self.restructures[-1][0] == self.state.step:
+                    logger.restructured(*self.restructures[-1])
                 at_epoch_end = self.state.step % self.steps_per_epoch == 0 or self.state.step == self.total_steps
                 if at_epoch_end:
+                    self.save()     # the epoch's steps are safe before evaluation starts
                     self.end_of_epoch(epoch, logger)
                 due = (self.state.step - last_save >= self.train_cfg.checkpoint.every_steps
                        or time.monotonic() - last_save_time >= self.train_cfg.checkpoint.every_seconds)

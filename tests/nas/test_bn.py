@@ -1,4 +1,4 @@
-"""BN recalibration (ALGORITHMS.md §0.3 invariants)."""
+"""BN recalibration (idempotent, exact pooled statistics, weights untouched)."""
 from __future__ import annotations
 
 import torch

@@ -20,12 +20,12 @@ from tests.nas.tiny import tiny_config
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("runs")
-    api.train(load_config(tiny_config(steps=8)), name="tiny", runs_dir=runs, progress=False)
+    api.train(load_config(tiny_config(steps=8)), name="tiny", runs_dir=runs, progress=False, device="cpu")
     return runs
 
 
 def _one_line_error(capsys, argv, *needles):
-    code = cli.main(argv)
+    code = cli.main([*argv, "--device", "cpu"])
     err = capsys.readouterr().err.strip()
     assert code == 2, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -50,7 +50,7 @@ def test_run_without_checkpoint(capsys, tmp_path, verb):
 @pytest.mark.parametrize("verb", ["eval", "export"])
 def test_arch_file_that_does_not_validate(capsys, trained, tmp_path, verb):
     bad = tmp_path / "arch.yaml"
-    arch = dict(api.load_run("tiny", trained).space.max(), **{"stage1.width": 20})
+    arch = dict(api.load_run("tiny", trained, device="cpu").space.max(), **{"stage1.width": 20})
     bad.write_text(yaml_io.dumps({"arch": arch}))
     _one_line_error(capsys, [verb, "tiny", "--runs-dir", str(trained), "--arch", str(bad)],
                     "stage1.width: 20 is not allowed; choose one of [16, 24]")
@@ -73,7 +73,8 @@ def test_train_refuses_an_existing_name_and_a_contradicting_resume(capsys, train
     _one_line_error(capsys, ["train", str(config), "--name", "other", "--runs-dir", str(trained), "--resume"],
                     "--resume: no run at")
     # resuming a finished run is a no-op that succeeds
-    assert cli.main(["train", str(config), "--name", "tiny", "--runs-dir", str(trained), "--resume", "--quiet"]) == 0
+    assert cli.main(["train", str(config), "--name", "tiny", "--runs-dir", str(trained), "--resume", "--quiet",
+                     "--device", "cpu"]) == 0
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_0_with_resume_hint(tmp_path):
@@ -81,7 +82,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_0_with_resume_hint(tmp_path):
     config.write_text(yaml_io.dumps(tiny_config(steps=100000)))
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "nas", "train", str(config), "--runs-dir", str(tmp_path),
-                             "--quiet"], stderr=subprocess.PIPE, text=True, env=env,
+                             "--quiet", "--device", "cpu"], stderr=subprocess.PIPE, text=True, env=env,
                             cwd=Path(__file__).resolve().parents[2])
     checkpoint = tmp_path / "long" / "checkpoints" / "last.pt"
     deadline = time.monotonic() + 120
@@ -101,7 +102,7 @@ def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     argv = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe", "--trials", "6",
             "--workers", "2", "--storage", storage, "--study", "shared", "--out", str(tmp_path / "s"), "--json",
-            "--quiet"]
+            "--quiet", "--device", "cpu"]
     assert cli.main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     lines = [json.loads(line) for line in (tmp_path / "s" / "results.jsonl").read_text().splitlines()]

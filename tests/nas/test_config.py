@@ -103,3 +103,42 @@ def test_echoed_values_are_cut_to_80_characters(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(_write(tmp_path, f"space: mobilenetv3\ntrain: {{seed: {'x' * 200}}}\n"))
     assert "x" * 78 not in str(info.value) and "..." in str(info.value)
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("data.in_memory=sometimes", r"--set: data.in_memory: expected bool or 'auto', got sometimes"),
+    ("data.workers=-2", r"--set: data.workers: must be >= 0, got -2"),
+    ("data.augment.auto_augment=rand-q9", r"--set: data.augment.auto_augment: 'rand-q9' is not a timm augmentation "
+                                          r"policy \(Unknown RandAugment config section\); e.g. rand-m9-mstd0.5"),
+    ("data.augment.scale=[0.5,0.2]", r"--set: data.augment.scale: needs \[low, high\] with 0 < low <= high <= 1"),
+    ("data.augment.ratio=[0,1]", r"--set: data.augment.ratio: needs \[low, high\] with 0 < low <= high, got \[0.0, 1.0\]"),
+    ("data.augment.re_prob=1.5", r"--set: data.augment.re_prob: must be in \[0, 1\], got 1.5"),
+    ("data.augment.cutmix_alpha=-1", r"--set: data.augment.cutmix_alpha: must be >= 0, got -1"),
+    ("data.augment.mixup_mode=row", r"--set: data.augment.mixup_mode: row is not allowed; choose one of 'batch'"),
+    ("data.augment.mixup_alpah=0.2", r"--set: data.augment.mixup_alpah: unknown key \(did you mean 'mixup_alpha'\?\)"),
+    ("data.augment.random_resized_crop=true",
+     r"fashion_mnist_vit.yaml: data.augment.crop_padding: must be 0 with random_resized_crop \(both crop"),
+])
+def test_data_keys_are_checked_in_one_line(capsys, override, expected):
+    import re
+
+    code, err = _run_cli(["space", "fashion_mnist_vit", "--set", override], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert re.search(expected, lines[0]), lines[0]
+
+
+def test_in_memory_cannot_apply_per_image_transforms(capsys):
+    code, err = _run_cli(["space", "fashion_mnist_mbv3", "--set", "data.in_memory=true",
+                          "data.augment.auto_augment=rand-m9-mstd0.5"], capsys)
+    assert code == 2 and "--set: data.in_memory: true batches whole tensors and cannot apply the per-image " in err
+
+
+def test_streaming_is_chosen_by_data_and_transforms():
+    def streams(*overrides):
+        return load_config("fashion_mnist_mbv3", list(overrides)).data.streams
+
+    assert not streams() and streams("data.in_memory=false") and not streams("data.in_memory=true")
+    assert streams("data.augment.re_prob=0.2") and streams("data.augment.color_jitter=0.4")
+    assert not streams("data.augment.mixup_alpha=0.2")            # mixup mixes whole batches: either path
+    assert load_config("imagenet_mbv3").data.streams and not load_config("cifar10_mbv3").data.streams

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import pickle
 import struct
 
 import numpy as np
@@ -14,6 +13,7 @@ import torch.nn.functional as F
 from nas.engine import data, datasets
 from nas.engine.data import Augment
 from nas.engine.datasets import DataError, ImageSplits
+from tests.nas.fake_data import fake_fashion_dir, write_fake_cifar, write_idx
 
 FM_DIR = data.FASHION_MNIST_DIR
 needs_fm = pytest.mark.skipif(not os.path.isdir(FM_DIR), reason="dataset-fashion-mnist not installed")
@@ -30,23 +30,6 @@ def parse_idx(path: str) -> np.ndarray:
         return np.frombuffer(raw[16:], np.uint8).reshape(n, rows, cols)
     assert magic == 2049
     return np.frombuffer(raw[8:], np.uint8)
-
-
-def write_idx(path, array: np.ndarray, magic: int | None = None, cut: int = 0) -> None:
-    magic = magic or (2051 if array.ndim == 3 else 2049)
-    payload = struct.pack(f">{1 + array.ndim}I", magic, *array.shape) + array.astype(np.uint8).tobytes()
-    with gzip.open(path, "wb") as f:
-        f.write(payload[: len(payload) - cut])
-
-
-def fake_fashion_dir(root, n_train=40, n_test=12, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = {"train": (rng.integers(0, 256, (n_train, 28, 28)), rng.integers(0, 10, n_train)),
-              "t10k": (rng.integers(0, 256, (n_test, 28, 28)), rng.integers(0, 10, n_test))}
-    for prefix, (images, labels) in arrays.items():
-        write_idx(root / f"{prefix}-images-idx3-ubyte.gz", images)
-        write_idx(root / f"{prefix}-labels-idx1-ubyte.gz", labels)
-    return arrays
 
 
 def make_splits(n=50, chans=3, size=8, seed=0) -> ImageSplits:
@@ -199,28 +182,6 @@ def test_unknown_dataset_and_split():
 
 
 # ------------------------------------------------------------------------ CIFAR (fake)
-def write_fake_cifar(root, name, per_file=4, n_test=6):
-    rng = np.random.default_rng(1)
-    folder, files, label_key, meta = {
-        "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"],
-                    "labels", ("batches.meta", "label_names", 10)),
-        "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels",
-                     ("meta", "fine_label_names", 100)),
-    }[name]
-    (root / folder).mkdir()
-    written = {}
-    for fname in files:
-        n = n_test if "test" in fname else per_file
-        rows = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
-        labels = rng.integers(0, meta[2], n).tolist()
-        with open(root / folder / fname, "wb") as f:
-            pickle.dump({"data": rows, label_key: labels}, f)
-        written[fname] = (rows, labels)
-    with open(root / folder / meta[0], "wb") as f:
-        pickle.dump({meta[1]: [f"class{i}" for i in range(meta[2])]}, f)
-    return written
-
-
 @pytest.mark.parametrize("name, train_files", [("cifar10", [f"data_batch_{i}" for i in range(1, 6)]),
                                                ("cifar100", ["train"])])
 def test_fake_cifar_loads(tmp_path, monkeypatch, name, train_files):

@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
@@ -16,6 +13,7 @@ from nas.engine.data import Augment, train_batches
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer
 from supernets.base import StepIO
+from tests.nas.helpers import torchrun
 from tests.nas.tiny import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +25,8 @@ def _single_process_reference(steps: int) -> dict[str, torch.Tensor]:
     """One process: each step accumulates the gradients of the two half-batches, halved (DDP's mean)."""
     config = load_config(tiny_config(steps=steps))
     splits = api.load_splits(config)
-    supernet = api.build_supernet(config)
-    strategy = api.build_strategy(config, supernet)
+    strategy = api.build_strategy(config)
+    supernet = strategy.supernet
     trainer = Trainer(config, strategy, splits, RunDir(Path("/nonexistent")), progress=False)
     io = StepIO(forward=supernet, pass_context=lambda final: torch.enable_grad(), all_reduce_mean=lambda t: t)
     augment = Augment(config.data.augment.crop_padding, config.data.augment.hflip)
@@ -49,11 +47,7 @@ def _single_process_reference(steps: int) -> dict[str, torch.Tensor]:
 
 
 def test_two_gloo_ranks_sample_the_same_archs_and_match_one_process(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "tests" / "nas" / "ddp_job.py"), str(tmp_path), str(STEPS)]
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    torchrun("ddp_job.py", str(tmp_path), str(STEPS), cwd=tmp_path)
     archs = [json.loads((tmp_path / f"archs-{rank}.json").read_text()) for rank in (0, 1)]
     assert archs[0] == archs[1] and len(archs[0]) == STEPS * 3   # sandwich: max, 1 random, min
     state = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "last.pt")

@@ -1,12 +1,14 @@
 """`nas fidelity` on tiny real-data runs: outputs, statistics, resume, workers, shared ground truth."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from nas import api, cli
 from nas.core.arch import arch_id
@@ -14,6 +16,7 @@ from nas.core.config import load_config
 from nas.core.rng import derive_seed
 from nas.engine.datasets import load_dataset
 from nas.engine.recipe import load_recipe
+from nas.engine.sources import build_source
 from nas.engine.standalone import train_standalone
 from tests.nas.test_cli_runs import _one_line_error
 from tests.nas.test_rank_stats import brute_rho, brute_tau_b
@@ -78,6 +81,30 @@ def test_outputs_statistics_and_a_fresh_standalone_model(runs, capsys):
     splits = load_dataset(d.name, d.root, d.val_size, d.train_size, d.split_seed, d.image_size)
     again = train_standalone(model, recipe, splits, 1, resolution=run.space.input_size(run.space.min()))
     assert again.test_top1 == low["standalone_test_top1_seeds"][1]
+
+
+def test_standalone_batches_come_from_the_recipes_data_source():
+    """Streamed batches are the in-memory ones (same trained weights); mixup/cutmix reach the
+    standalone loop like the supernet's (other weights)."""
+    config = load_config(tiny_config())
+    recipe = load_recipe(config, epochs=1)
+    recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, epochs=None, steps=4))
+    arch = api.build_space(config).min()
+
+    def trained(data_overrides: dict, **augment):
+        data = dataclasses.replace(recipe.data, augment=dataclasses.replace(recipe.data.augment, **augment),
+                                   **data_overrides)
+        model = api.standalone_model(config, arch, 7)
+        result = train_standalone(model, dataclasses.replace(recipe, data=data), build_source(data), 0,
+                                  resolution=api.build_space(config).input_size(arch))
+        return result, {name: p.detach().clone() for name, p in model.named_parameters()}
+
+    (memory, weights), (streamed, streamed_weights) = trained({}), trained({"in_memory": False, "workers": 0})
+    assert weights.keys() == streamed_weights.keys()
+    assert all(torch.equal(weights[k], streamed_weights[k]) for k in weights)
+    assert streamed.test_top1 == pytest.approx(memory.test_top1, abs=2e-3)   # resized after normalising
+    _, mixed_weights = trained({}, mixup_alpha=0.8)
+    assert not all(torch.equal(weights[k], mixed_weights[k]) for k in weights)
 
 
 def test_killed_run_resumes_arch_by_arch(runs, tmp_path):
@@ -167,11 +194,17 @@ def test_recipe_overrides_and_what_its_digest_ignores(tmp_path):
     recipe = load_recipe(config, recipe_file)
     assert (recipe.train.epochs, recipe.train.steps, recipe.train.optimizer.lr) == (2, None, 0.02)
     assert recipe.train.optimizer.momentum == config.train.optimizer.momentum and recipe.data.train_size == 512
-    assert recipe.train.seed == 0 and recipe.label_smoothing == 0.1 and load_recipe(config, recipe_file, 3).length() == "e3"
+    assert recipe.train.seed == 0 and recipe.label_smoothing == 0.1
+    assert load_recipe(config, recipe_file, 3).length() == "e3"
     same = [load_config(tiny_config(**extra)) for extra in ({"seed": 4}, {"threads": 1}, {"log_every": 3})]
     assert {load_recipe(c, epochs=1).digest() for c in [config, *same]} == {load_recipe(config, epochs=1).digest()}
     assert load_recipe(config, epochs=2).digest() != load_recipe(config, epochs=1).digest()
     assert load_recipe(load_config(tiny_config(sampler="uniform")), epochs=1).label_smoothing == 0.1
+    # how batches are read is not hashed, nor are augmentation options left at their defaults
+    reading = load_config(tiny_config(), ["data.in_memory=false", "data.workers=0"])
+    assert load_recipe(reading, epochs=1).digest() == load_recipe(config, epochs=1).digest()
+    mixed = load_config(tiny_config(), ["data.augment.mixup_alpha=0.2"])
+    assert load_recipe(mixed, epochs=1).digest() != load_recipe(config, epochs=1).digest()
 
 
 def test_search_on_a_real_supernet_never_loses_to_the_min_subnet(runs, tmp_path):

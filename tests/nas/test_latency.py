@@ -136,11 +136,32 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 @pytest.mark.gpu
 @cuda
-def test_measure_on_cuda_uses_events():
+def test_measure_on_cuda_uses_events(monkeypatch):
+    from nas.engine import latency
+
+    events, elapsed = [], []
+
+    class RecordingEvent(torch.cuda.Event):
+        def __new__(cls, *args, **kwargs):
+            event = super().__new__(cls, *args, **kwargs)
+            events.append((event, kwargs.get("enable_timing", False)))
+            return event
+
+        def elapsed_time(self, end):
+            elapsed.append(super().elapsed_time(end))
+            return elapsed[-1]
+
+    def no_cpu_timer(*args):
+        raise AssertionError("the CPU timer ran for a CUDA device")
+
+    monkeypatch.setattr(torch.cuda, "Event", RecordingEvent)
+    monkeypatch.setattr(latency, "_time_cpu", no_cpu_timer)
     model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
     record = measure(model, "cuda:0", batch_size=4, input_shape=(3, 32, 32), warmup=3, repeats=10)
     _check_record(record, "cuda:0", torch.get_num_threads(), 4, 10)
     assert record.device.name == torch.cuda.get_device_name(0)
+    assert len(events) == 20 and all(timing for _, timing in events)     # a start and an end per run
+    assert record.samples == elapsed and all(event.query() for event, _ in events)
 
 
 @pytest.mark.gpu

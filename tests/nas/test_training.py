@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 
 import pytest
 import torch
@@ -14,12 +12,13 @@ from nas.core.errors import CheckpointError
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.evaluator import static_accuracy
 from nas.engine.trainer import Trainer
+from tests.nas.helpers import straight_and_resumed
 from tests.nas.tiny import tiny_config
 
 
 def _train(tmp_path, name="run", **kwargs):
     config = load_config(tiny_config(**kwargs))
-    return api.train(config, name=name, runs_dir=tmp_path, progress=False)
+    return api.train(config, name=name, runs_dir=tmp_path, progress=False, device="cpu")
 
 
 @pytest.mark.parametrize("sampler, distill", [("uniform", "none"), ("sandwich", "kl")])
@@ -40,14 +39,15 @@ def test_tiny_run_learns_and_exports_what_eval_reports(tmp_path, capsys, sampler
     assert sum(losses[-6:]) < sum(losses[:6]), losses      # the loss falls
     state = load_checkpoint(run.checkpoints / "last.pt")    # round-trips with weights_only=True
     assert state["step"] == 64 and state["config"] == load_config(run.config).to_dict()
-    loaded = api.load_run(run.root)
-    assert all(torch.equal(v, loaded.supernet.state_dict()[k]) for k, v in state["model"].items())
+    loaded = api.load_run(run.root, device="cpu")
+    assert all(torch.equal(v, loaded.strategy.model_state_dict()[k]) for k, v in state["model"].items())
 
     arch = "min" if sampler == "sandwich" else "max"
-    assert cli.main(["eval", str(run.root), "--arch", arch, "--split", "test", "--json"]) == 0
+    assert cli.main(["eval", str(run.root), "--arch", arch, "--split", "test", "--json", "--device", "cpu"]) == 0
     reported = json.loads(capsys.readouterr().out)
     assert 0.25 < reported["top1"] <= 1.0   # chance is 0.1 after 4 tiny epochs
-    assert cli.main(["export", str(run.root), "--arch", arch, "--out", str(tmp_path / "export"), "--json"]) == 0
+    assert cli.main(["export", str(run.root), "--arch", arch, "--out", str(tmp_path / "export"), "--json",
+                     "--device", "cpu"]) == 0
     exported = json.loads(capsys.readouterr().out)
     assert exported["test_top1"] == reported["top1"]
 
@@ -68,22 +68,12 @@ def test_tiny_run_learns_and_exports_what_eval_reports(tmp_path, capsys, sampler
 
 
 def test_resume_mid_epoch_gives_identical_weights(tmp_path, monkeypatch):
-    straight = _train(tmp_path, name="straight", steps=24)
-    original = Trainer.train_one_step
+    def train(name, resume):
+        return _train(tmp_path, name=name, steps=24) if not resume else api.train(
+            load_config(tmp_path / name / "config.yaml"), name=name, resume=True, runs_dir=tmp_path, progress=False,
+            device="cpu")
 
-    def interrupt_at_19(self, images, labels):
-        logs = original(self, images, labels)
-        if self.state.step == 19:                 # epoch 1 runs steps 16..31: mid-epoch
-            os.kill(os.getpid(), signal.SIGINT)
-        return logs
-
-    monkeypatch.setattr(Trainer, "train_one_step", interrupt_at_19)
-    interrupted = _train(tmp_path, name="resumed", steps=24)
-    assert load_checkpoint(interrupted.checkpoints / "last.pt")["step"] == 19
-    monkeypatch.setattr(Trainer, "train_one_step", original)
-    api.train(load_config(interrupted.config), name="resumed", resume=True, runs_dir=tmp_path, progress=False)
-    a = load_checkpoint(straight.checkpoints / "last.pt")
-    b = load_checkpoint(interrupted.checkpoints / "last.pt")
+    a, b = straight_and_resumed(train, 19, monkeypatch)     # epoch 1 runs steps 16..31: mid-epoch
     assert a["step"] == b["step"] == 24
     for key, value in a["model"].items():
         assert torch.equal(value, b["model"][key]), key
@@ -113,7 +103,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
     path = tmp_path / "nan.yaml"
     from nas.core import yaml_io
     path.write_text(yaml_io.dumps(tiny_config(sampler="uniform", distill="none", steps=20)))
-    code = cli.main(["train", str(path), "--runs-dir", str(tmp_path), "--quiet"])
+    code = cli.main(["train", str(path), "--runs-dir", str(tmp_path), "--quiet", "--device", "cpu"])
     err = capsys.readouterr().err
     assert code == 1 and "non-finite loss at step 7" in err and "Traceback" not in err
     assert load_checkpoint(tmp_path / "nan" / "checkpoints" / "last.pt")["step"] == 5
@@ -122,8 +112,8 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
 
 def test_sandwich_step_runs_2_plus_n_passes_and_the_teacher_has_no_gradient(tmp_path):
     config = load_config(tiny_config(sampler="sandwich", distill="kl"), ["strategy.sampler.num_random=3"])
-    supernet = api.build_supernet(config)
-    strategy = api.build_strategy(config, supernet)
+    strategy = api.build_strategy(config)
+    supernet = strategy.supernet
     forwards, backwards, teachers = [], [], []
     supernet.register_forward_hook(lambda m, i, o: forwards.append(dict(m.active_arch)))
     supernet.classifier.register_full_backward_hook(lambda m, gi, go: backwards.append(1))
@@ -156,8 +146,8 @@ def test_truncated_checkpoint_is_a_clear_error_and_the_other_still_loads(tmp_pat
     with pytest.raises(CheckpointError, match=r"last.pt: unreadable checkpoint \(truncated or corrupt\?\)"):
         load_checkpoint(last)
     assert load_checkpoint(best)["step"] == 16
-    assert cli.main(["eval", str(run.root), "--arch", "max"]) == 2
-    assert cli.main(["eval", str(run.root), "--arch", "max", "--checkpoint", "best.pt"]) == 0
+    assert cli.main(["eval", str(run.root), "--arch", "max", "--device", "cpu"]) == 2
+    assert cli.main(["eval", str(run.root), "--arch", "max", "--checkpoint", "best.pt", "--device", "cpu"]) == 0
 
 
 def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The adaptive alpha-divergence loss: the invariants of ALGORITHMS.md §1."""
+"""The adaptive alpha-divergence loss: its invariants (zero at p = q, limits, symmetry, gradients)."""
 from __future__ import annotations
 
 import math

@@ -27,7 +27,7 @@ def test_tiny_alphanet_run_learns_logs_the_divergence_and_reuses_its_table_on_re
     config = load_config(tiny_config(sampler="attentive", distill="alpha", steps=24,
                                      optimizer={"name": "sgd", "lr": 0.2}),
                          ["strategy.sampler.num_random=1", "strategy.sampler.k=2"])
-    run = api.train(config, name="alphanet", runs_dir=tmp_path, progress=False)
+    run = api.train(config, name="alphanet", runs_dir=tmp_path, progress=False, device="cpu")
     assert load_checkpoint(run.checkpoints / "last.pt")["step"] == 18
     assert all({"loss/max", "loss/random0", "divergence/random0", "alpha_min_share/min"} <= r.keys()
                for r in records)
@@ -43,6 +43,6 @@ def test_tiny_alphanet_run_learns_logs_the_divergence_and_reuses_its_table_on_re
 
     monkeypatch.setattr(attentive_table, "build_rows", no_build)
     monkeypatch.setattr(Trainer, "train_one_step", original)
-    api.train(load_config(run.config), name="alphanet", resume=True, runs_dir=tmp_path, progress=False)
+    api.train(load_config(run.config), name="alphanet", resume=True, runs_dir=tmp_path, progress=False, device="cpu")
     assert load_checkpoint(run.checkpoints / "last.pt")["step"] == 24
     assert table.stat().st_mtime_ns == written

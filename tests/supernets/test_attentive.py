@@ -1,4 +1,4 @@
-"""The attentive sampler: the invariants of ALGORITHMS.md §2, its table cache and scoring."""
+"""The attentive sampler: its invariants (bins, conditionals, BestUp), its table cache and scoring."""
 from __future__ import annotations
 
 import contextlib
@@ -133,8 +133,8 @@ def test_table_is_cached_reused_and_rebuilt_when_the_options_change(tmp_path, mo
 
 def test_scoring_leaves_parameters_and_every_buffer_bit_identical():
     config = load_config(tiny_config(sampler="attentive", distill="alpha"))
-    supernet = api.build_supernet(config)
-    strategy = api.build_strategy(config, supernet)
+    strategy = api.build_strategy(config)
+    supernet = strategy.supernet
     supernet.train()
     generator = torch.Generator().manual_seed(0)
     x, y = torch.randn(16, 1, 28, 28, generator=generator), torch.randint(0, 10, (16,), generator=generator)
@@ -170,8 +170,8 @@ def test_options_are_validated_from_yaml():
 
 def test_ranks_with_different_batches_train_the_same_subnets_from_all_reduced_losses():
     config = load_config(tiny_config(sampler="attentive", distill="alpha"), ["strategy.sampler.k=4"])
-    supernet = api.build_supernet(config)
-    strategy = api.build_strategy(config, supernet)
+    strategy = api.build_strategy(config)
+    supernet = strategy.supernet
     supernet.train()
     generator = torch.Generator().manual_seed(1)
     batches = [(torch.randn(8, 1, 28, 28, generator=generator), torch.randint(0, 10, (8,), generator=generator))

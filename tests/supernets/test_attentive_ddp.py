@@ -25,7 +25,7 @@ def _rank(rank: int, port: int, cache_dir: str, results) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
         config = load_config(tiny_config(sampler="attentive", distill="alpha"), ["strategy.sampler.k=4"])
-        strategy = api.build_strategy(config, api.build_supernet(config))
+        strategy = api.build_strategy(config)
         strategy.set_cache_dir(Path(cache_dir))
         chosen, draw = [], strategy.sampler.random_archs
         strategy.sampler.random_archs = lambda step, score: chosen.append(draw(step, score)) or chosen[-1]

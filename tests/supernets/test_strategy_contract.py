@@ -1,0 +1,180 @@
+"""The contract every registered strategy, sampler and distillation loss keeps.
+
+Each plugin against the defaults of the others, on a tiny real-data space: the loss falls over
+a few dozen steps on a fixed batch; a state round trip (save, rebuild from the config, load) gives a bit-identical
+next step; two gloo ranks train the same subnets and end with equal weights; the anchors a strategy reports (what a
+search evaluates first) are trained at every step. The test-only
+plugins of `tests.supernets.toys` (a strategy that splits its model, a sampler that learns)
+are registered too, so the seam they use is held to the same contract.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+import torch
+
+import tests.supernets.toys  # noqa: F401  (registers toy_split and toy_learning)
+from nas import api
+from nas.core.arch import arch_id
+from nas.core.config import load_config
+from nas.core.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
+from nas.engine.checkpoint import load_checkpoint, save_checkpoint
+from nas.engine.datasets import load_dataset
+from nas.engine.distributed import DistEnv
+from nas.engine.run_dir import RunDir
+from nas.engine.trainer import Trainer
+from tests.nas.tiny import tiny_config
+
+
+def _valid(sampler: str, distill: str) -> bool:
+    """A distillation loss needs a sampler that trains the max subnet, its teacher."""
+    return distill == "none" or SAMPLERS.get(sampler).obj.trains_max
+
+
+def _combinations() -> list[tuple[str, str, str]]:
+    """Every registered plugin once against the defaults of the others: each strategy with the
+    sandwich rule and no distillation, each sampler and each loss under one-shot training."""
+    combos = [(strategy, "sandwich", "none") for strategy in STRATEGIES.names()]
+    combos += [("one_shot", sampler, "none") for sampler in SAMPLERS.names()]
+    combos += [("one_shot", "sandwich", distill) for distill in DISTILL_LOSSES.names()]
+    return sorted(set(combos))
+
+
+def _cover(combos: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Few combinations (of all valid ones) in which every plugin appears at least once."""
+    names = {name for combo in combos for name in combo}
+    valid = [(a, b, c) for a in STRATEGIES.names() for b in SAMPLERS.names() for c in DISTILL_LOSSES.names()
+             if _valid(b, c)]
+    chosen: list[tuple[str, str, str]] = []
+    while names - {n for combo in chosen for n in combo}:
+        missing = names - {n for combo in chosen for n in combo}
+        chosen.append(max(valid, key=lambda combo: (len(missing & set(combo)), combo)))
+    return sorted(chosen)
+
+
+COMBOS = _combinations()
+
+
+def _config(strategy: str, sampler: str, distill: str, lr: float = 0.05):
+    data = tiny_config(sampler=sampler, distill=distill, steps=40,
+                       optimizer={"name": "sgd", "lr": lr, "momentum": 0.9, "weight_decay": 5.0e-4})
+    data["strategy"]["name"] = strategy
+    if sampler == "attentive":
+        data["strategy"]["sampler"].update(num_random=1, k=2, table_size=200, table_fill=2, table_tries=20)
+    return load_config(data)
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return load_dataset("fashion_mnist", val_size=256, train_size=512)
+
+
+def _trainer(config, splits, root: Path, env: DistEnv = DistEnv()) -> Trainer:
+    strategy = api.build_strategy(config)
+    strategy.set_cache_dir(root)
+    return Trainer(config, strategy, splits, RunDir(root), env=env, progress=False)
+
+
+def _batch(splits, start: int = 0, size: int = 64):
+    return splits.train_images[start:start + size].float() / 255, splits.train_labels[start:start + size]
+
+
+def _params(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.strategy.model_state_dict().items()}
+
+
+def test_every_plugin_is_covered():
+    covered = {name for combo in COMBOS for name in combo}
+    assert set(STRATEGIES.names()) | set(SAMPLERS.names()) | set(DISTILL_LOSSES.names()) <= covered
+    assert {"toy_split", "toy_learning"} <= covered
+
+
+def _label_losses(trainer: Trainer, x: torch.Tensor, y: torch.Tensor) -> list[float]:
+    """Cross-entropy of the min and max subnets on a batch (batch statistics, no update)."""
+    space, losses = trainer.strategy.space, []
+    for arch in (space.min(), space.max()):
+        module = trainer.strategy.subnet_for(arch)
+        buffers = [(b, b.clone()) for b in module.buffers()]
+        with torch.no_grad():
+            losses.append(torch.nn.functional.cross_entropy(module.train()(x), y).item())
+        for b, value in buffers:
+            b.copy_(value)
+    return losses
+
+
+@pytest.mark.parametrize("strategy, sampler, distill", COMBOS)
+def test_loss_falls_on_a_fixed_batch(tmp_path, splits, strategy, sampler, distill):
+    trainer = _trainer(_config(strategy, sampler, distill, lr=0.2), splits, tmp_path)
+    x, y = _batch(splits)
+    before = _label_losses(trainer, x, y)
+    for _ in range(20):
+        trainer.train_one_step(x, y)
+    after = _label_losses(trainer, x, y)
+    assert all(a < b - 0.1 for a, b in zip(after, before)), (before, after)   # nats, min and max
+
+
+@pytest.mark.parametrize("strategy, sampler, distill", COMBOS)
+def test_state_round_trip_gives_a_bit_identical_next_step(tmp_path, splits, strategy, sampler, distill):
+    config = _config(strategy, sampler, distill)
+    first = _trainer(config, splits, tmp_path / "a")
+    for step in range(6):      # past the toy split (after step 4)
+        first.train_one_step(*_batch(splits, 64 * step))
+    save_checkpoint(first.checkpoint_state(), tmp_path / "last.pt")
+    second = _trainer(config, splits, tmp_path / "b")
+    second.restore(load_checkpoint(tmp_path / "last.pt"))
+    assert second.strategy.state_dict().keys() == first.strategy.state_dict().keys()
+    x, y = _batch(splits, 64 * 6)
+    logs_first, logs_second = first.train_one_step(x, y), second.train_one_step(x, y)
+    assert logs_first == logs_second
+    a, b = _params(first), _params(second)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert [dict(s) for s in first.strategy.trained_archs(7)] == [dict(s) for s in second.strategy.trained_archs(7)]
+
+
+@pytest.mark.parametrize("strategy, sampler, distill", COMBOS)
+def test_anchors_are_trained_at_every_step(tmp_path, splits, strategy, sampler, distill):
+    trainer = _trainer(_config(strategy, sampler, distill), splits, tmp_path)
+    space = trainer.strategy.space
+    anchors = [arch_id(a) for a in trainer.strategy.anchor_archs()]
+    # samplers that train the max subnet (the teacher) every step also train min: both anchor a search
+    assert anchors == ([arch_id(space.max()), arch_id(space.min())] if SAMPLERS.get(sampler).obj.trains_max else [])
+    for step in range(6):     # past the toy split (after step 4)
+        trained = {arch_id(a) for a in trainer.strategy.trained_archs(step)}
+        assert set(anchors) <= trained, step
+        trainer.train_one_step(*_batch(splits, 64 * step))
+
+
+def _rank_job(rank: int, store: str, combo: tuple[str, str, str], out: dict) -> None:
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        splits = load_dataset("fashion_mnist", val_size=256, train_size=512)
+        trainer = _trainer(_config(*combo), splits, Path(store).parent / f"r{rank}", DistEnv(rank, 2, rank, "cpu"))
+        archs = []
+        for step in range(6):
+            x, y = _batch(splits, 32 * (2 * step + rank), 32)     # each rank its own images
+            trainer.train_one_step(x, y)
+            archs.append([dict(a) for a in trainer.strategy.trained_archs(step)])
+        # parameters only: BN running statistics are per rank (each rank sees its own images)
+        out[rank] = (archs, torch.cat([p.detach().flatten() for p in trainer.strategy.model.parameters()]))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("combo", _cover(COMBOS), ids="-".join)
+def test_two_gloo_ranks_agree(tmp_path, combo):
+    context = mp.get_context("spawn")
+    with context.Manager() as manager:
+        out = manager.dict()
+        procs = [context.Process(target=_rank_job, args=(rank, str(tmp_path / "store"), combo, out))
+                 for rank in range(2)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=300)
+        assert [proc.exitcode for proc in procs] == [0, 0]
+        (archs0, params0), (archs1, params1) = out[0], out[1]
+    assert archs0 == archs1
+    assert torch.equal(params0, params1)
