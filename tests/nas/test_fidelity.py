@@ -128,25 +128,28 @@ def test_killed_run_resumes_arch_by_arch(runs, tmp_path):
     assert measure().new == 0
 
 
-def test_two_workers_give_the_numbers_of_one(runs, tmp_path):
-    results = [api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, workers=workers, out=tmp_path / str(workers),
-                            ground_truth_dir=tmp_path / f"truth{workers}", progress=False)
-               for workers in (1, 2)]
-    assert [r.new for r in results] == [2, 2]
-    assert _standalone(results[0].records) == _standalone(results[1].records)
-    assert results[0].summary["kendall_tau"] == results[1].summary["kendall_tau"]
+@pytest.fixture(scope="module")
+def shared_truth(tmp_path_factory) -> tuple[Path, dict]:
+    """A ground truth of the tiny space (min and max, 1 epoch), trained in this process."""
+    folder = tmp_path_factory.mktemp("truth")
+    return folder, api.ground_truth(load_config(tiny_config()), folder, archs=2, epochs=1, progress=False)
 
 
-def test_runs_on_one_space_share_the_ground_truth(runs, tmp_path):
+def test_two_workers_give_the_numbers_of_one(runs, tmp_path, shared_truth):
+    one_worker = shared_truth[1]["records"]
+    two = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, workers=2, ground_truth_dir=tmp_path / "truth",
+                       progress=False)
+    assert two.new == 2 and _standalone(two.records) == _standalone(one_worker)
+
+
+def test_runs_on_one_space_share_the_ground_truth(runs, tmp_path, shared_truth):
+    folder, alone = shared_truth
     other = _train(tmp_path, "seed1", seed=1, threads=1)
-    truth = tmp_path / "truth"
-    first = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, ground_truth_dir=truth, progress=False)
-    second = api.fidelity("seed1", runs_dir=other, archs=2, epochs=1, ground_truth_dir=truth, progress=False)
-    assert first.new == 2 and second.new == 0
-    assert _standalone(first.records) == _standalone(second.records)
+    first = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, ground_truth_dir=folder, progress=False)
+    second = api.fidelity("seed1", runs_dir=other, archs=2, epochs=1, ground_truth_dir=folder, progress=False)
+    assert len(list(Path(alone["dir"]).glob("*-s0.json"))) == 2 and first.new == second.new == 0
+    assert _standalone(first.records) == _standalone(second.records) == _standalone(alone["records"])
     assert [r["supernet_test_top1"] for r in first.records] != [r["supernet_test_top1"] for r in second.records]
-    alone = api.ground_truth(load_config(tiny_config()), truth, archs=2, epochs=1, progress=False)
-    assert alone["new"] == 0 and _standalone(alone["records"]) == _standalone(first.records)
 
 
 @pytest.mark.parametrize("space", ["vit", "cell201"])
