@@ -3,11 +3,12 @@
 1. Trains the config's supernet (default `fashion_mnist_mbv3`) and reports, on the TEST split
    after BN recalibration, top-1 of its min, mid (the strategy's monitored mid arch) and max
    subnets, with epochs, wall time and images/s.
-2. Trains the same three architectures alone from scratch (each exported from a supernet
-   built with another seed, i.e. re-initialised the same way) with the identical recipe:
-   the config's optimiser, per-iteration LR schedule, augmentation, batch size, epochs and
-   label smoothing (that of the supernet's label-trained max subnet), then BN-recalibrates
-   them like the subnets and reports their test top-1.
+2. Trains the same three architectures alone from scratch with `nas.engine.standalone`
+   (each exported from a freshly initialised supernet, seeded by the arch, exactly as the
+   ground truth of `nas fidelity` does) with the run's own recipe: the config's optimiser,
+   per-iteration LR schedule, augmentation, batch size, epochs and label smoothing (that of
+   the supernet's label-trained max subnet), then BN-recalibrates them like the subnets and
+   reports their test top-1 (seed 0 of the recipe).
 
     python benchmarks/train_quality.py [--config fashion_mnist_mbv3] [--set k=v ...] [--runs-dir /tmp/bench]
         [--reuse-run] [--roles min mid max] [--skip-standalone] [--threads 2]
@@ -26,52 +27,15 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nas import api  # noqa: E402
 from nas.core.config import load_config  # noqa: E402
-from nas.engine.bn import recalibrate_bn  # noqa: E402
-from nas.engine.data import Augment, calibration_batches, steps_per_epoch, train_batches  # noqa: E402
-from nas.engine.evaluator import accuracy, resize  # noqa: E402
+from nas.engine.ground_truth import init_seed  # noqa: E402
+from nas.engine.recipe import load_recipe  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
-from nas.engine.trainer import build_optimizer, build_scheduler  # noqa: E402
-
-
-def train_standalone(config, splits, model: torch.nn.Module, resolution: int, label_smoothing: float) -> dict:
-    """Train `model` alone with the run's recipe; returns test top-1 after BN recalibration."""
-    cfg = config.train
-    fmt = torch.channels_last if cfg.channels_last else torch.contiguous_format
-    model = model.to(memory_format=fmt).train()
-    total = cfg.steps if cfg.steps is not None else cfg.epochs * steps_per_epoch(len(splits.train_labels), cfg.batch_size)
-    optimizer, augment = build_optimizer(model, cfg), Augment(config.data.augment.crop_padding, config.data.augment.hflip)
-    scheduler = build_scheduler(optimizer, cfg, total)
-    step, started = 0, time.perf_counter()
-    while step < total:
-        epoch = step // steps_per_epoch(len(splits.train_labels), cfg.batch_size)
-        for x, y in train_batches(splits, cfg.batch_size, cfg.seed, epoch, 0, augment):
-            scheduler.step_update(step)
-            x = resize(x, resolution).contiguous(memory_format=fmt)
-            loss = F.cross_entropy(model(x), y, label_smoothing=label_smoothing)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip.value is not None:
-                torch.nn.utils.clip_grad_value_(model.parameters(), cfg.grad_clip.value)
-            optimizer.step()
-            step += 1
-            if step >= total:
-                break
-    seconds = time.perf_counter() - started
-    calibration = [resize(x, resolution).contiguous(memory_format=fmt) for x, _ in
-                   calibration_batches(splits, config.eval.bn_recal_batches, config.eval.bn_recal_batch_size,
-                                       cfg.seed)]
-    recalibrate_bn(model, calibration)
-    images, labels = splits.split("test")
-    from nas.engine.data import eval_batches
-    batches = ((resize(x, resolution).contiguous(memory_format=fmt), y)
-               for x, y in eval_batches(images, labels, 256, splits.mean, splits.std))
-    return {"test_top1": accuracy(model.eval(), batches).top1, "seconds": seconds}
+from nas.engine.standalone import train_standalone  # noqa: E402
 
 
 def main() -> None:
@@ -103,8 +67,7 @@ def main() -> None:
               "wall_s": wall, "train_s": state["elapsed"], "images_per_s": images / state["elapsed"],
               "cpu": cpu_model(), "threads": args.threads, "torch": torch.__version__,
               "date": time.strftime("%Y-%m-%d"), "history": history, "archs": {}}
-    other_seed = load_config(config.to_dict(), [f"train.seed={config.train.seed + 1}"])
-    fresh = api.build_supernet(other_seed)
+    recipe = load_recipe(config)
     for role, arch in run.strategy.monitored_archs().items():
         if role not in args.roles:
             continue
@@ -112,9 +75,10 @@ def main() -> None:
         entry = {"arch_id": shared["arch_id"], "macs": shared["macs"], "params": shared["params"],
                  "shared_test_top1": shared["top1"]}
         if not args.skip_standalone:
-            alone = train_standalone(config, run.splits, fresh.export(arch).train(), run.space.input_size(arch),
-                                     config.strategy.options.label_smoothing)
-            entry.update(standalone_test_top1=alone["test_top1"], standalone_s=alone["seconds"])
+            model = api.standalone_model(config, arch, init_seed(recipe.train.seed, arch))
+            alone = train_standalone(model, recipe, run.splits, recipe.train.seed,
+                                     resolution=run.space.input_size(arch))
+            entry.update(standalone_test_top1=alone.test_top1, standalone_s=alone.seconds)
         result["archs"][role] = entry
         print(f"{role:3s} {shared['macs'] / 1e6:5.2f} MMACs {shared['params'] / 1e3:6.1f}K params  "
               f"shared {shared['top1']:.4f}  standalone {entry.get('standalone_test_top1', float('nan')):.4f}",

@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Run", "build_space", "build_supernet", "evaluate", "export_subnet", "latency_table", "load_config",
-           "load_run", "search", "space_summary", "train"]
+__all__ = ["Run", "build_space", "build_supernet", "evaluate", "export_subnet", "fidelity", "ground_truth",
+           "latency_table", "load_config", "load_run", "search", "space_summary", "train"]
 
 if TYPE_CHECKING:
     from nas.api import (
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         build_supernet,
         evaluate,
         export_subnet,
+        fidelity,
+        ground_truth,
         latency_table,
         load_config,
         load_run,

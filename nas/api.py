@@ -8,9 +8,10 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
+from torch import nn
 
 from nas.core.amounts import format_amount
 from nas.core.arch import Arch, arch_id, read_arch_file
@@ -28,8 +29,13 @@ from nas.engine.sources import DataSource, build_source
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy, restore_strategy, seeded_supernet
 
-__all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet",
-           "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary", "train"]
+if TYPE_CHECKING:
+    from nas.engine.fidelity import FidelityResult
+    from nas.engine.recipe import Recipe
+
+__all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity",
+           "ground_truth", "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary",
+           "train"]
 
 
 def build_space(config: RunConfig) -> ArchSpace:
@@ -338,6 +344,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     on one Optuna storage (a journal file in the search directory unless `storage` is given),
     then collects the shared study's result.
     Every candidate is scored by BN recalibration + validation top-1 (never the test split).
+    The archs the strategy trains at every step (`anchor_archs`: max and min for the sandwich
+    rule) are evaluated first where they meet the budgets, inside `trials`.
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
@@ -364,7 +372,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     return run_search(run.space, evaluate_arch, searcher=searcher, searcher_options=options,
                       constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
                       study=study, worker=worker, latency=table,
-                      export=run.export_model if table is not None else None, progress=progress)
+                      export=run.export_model if table is not None else None, progress=progress,
+                      anchors=run.strategy.anchor_archs())
 
 
 def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
@@ -425,3 +434,76 @@ def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: 
     if errors:
         raise SearchError("--workers: " + "; ".join(errors))
     return storage, study
+
+
+# -- fidelity -------------------------------------------------------------------------------
+def standalone_model(config: RunConfig, arch: Mapping[str, Any], seed: int) -> nn.Module:
+    """What standalone training of `arch` starts from: the export of a freshly initialised plain
+    supernet of the config's space seeded with `seed`, in training mode. Never a run's trained
+    weights nor its strategy's models: the ground truth depends on the space, not on how a run
+    trained (so runs of one space, whatever their strategy, share it)."""
+    return seeded_supernet(build_space(config), seed).export(arch).train()
+
+
+def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
+                 seeds: int = 1, recipe: str | Path | Recipe | None = None, workers: int = 1, selection_seed: int = 0,
+                 progress: bool = True) -> dict[str, Any]:
+    """Train (or reuse from `ground_truth_dir`) the standalone ground truth of `nas fidelity` for
+    the config's space, without any supernet: the `archs` MACs-stratified archs, `seeds` times each.
+
+    Returns `{"dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho",
+    "new"}`: `records` holds one `{"arch_id", "arch", "macs", "params", "standalone_test_top1",
+    ...}` per arch sorted by MACs, `new` the trainings run by this call.
+    """
+    from nas.engine.fidelity import check_arguments, plan, standalone_record
+    from nas.engine.fidelity_report import seed_agreement
+
+    check_arguments(archs, epochs, seeds, workers)
+    measured = plan(config, build_space(config), standalone_model, ground_truth_dir, archs=archs, epochs=epochs,
+                    seeds=seeds, recipe=recipe, selection_seed=selection_seed)
+    records: dict[str, dict[str, Any]] = {}
+
+    def keep(arch: Arch, results: list[dict[str, Any]]) -> None:
+        records[arch_id(arch)] = standalone_record(arch, results)
+
+    new = measured.truth.collect(measured.archs, seeds, workers, keep, progress)
+    ordered = [records[arch_id(a)] for a in measured.archs]
+    return {"dir": str(measured.truth.folder), "recipe": measured.recipe, "recipe_digest": measured.truth.digest,
+            "records": ordered, **seed_agreement(ordered, seeds), "new": new}
+
+
+def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = None, seeds: int = 1,
+             recipe: str | Path | Recipe | None = None, workers: int = 1, ground_truth_dir: str | Path | None = None,
+             selection_seed: int = 0, out: str | Path | None = None, runs_dir: str | Path = DEFAULT_RUNS_DIR,
+             checkpoint: str = LAST, device: str | torch.device | None = None,
+             progress: bool = True) -> FidelityResult:
+    """How well the run's supernet ranks its subnets (`nas fidelity`): supernet vs standalone test top-1.
+
+    Selects `archs` archs stratified over the space's MACs (min and max included), trains each
+    alone `seeds` times with the recipe (a file of `train`/`data` overrides, a `Recipe`, or the
+    run's own with `epochs`) in `workers` processes, caching every training in
+    `ground_truth_dir` (default `runs/NAME/fidelity/ground_truth`), and reports Kendall tau-b,
+    Spearman rho, top-k overlap and per-MACs-bin gaps. Writes `runs/NAME/fidelity/<id>/` (or
+    `out`), where `<id>` follows from the arguments: the same call resumes. A run given by name
+    or path is loaded on `device` (None: cuda when available), where the supernet is evaluated
+    (through `Run.subnet`, whichever model of the strategy computes an arch); standalone
+    training starts from `standalone_model` on the CPU. Returns a
+    `nas.engine.fidelity.FidelityResult`. Workers are started with multiprocessing's spawn
+    method: a script that calls this with `workers > 1` needs an `if __name__ == "__main__":` guard.
+    """
+    from nas.engine.fidelity import check_arguments, plan, run_fidelity
+
+    check_arguments(archs, epochs, seeds, workers)     # before loading the run
+    if not isinstance(run, Run):
+        run = load_run(run, runs_dir, checkpoint, device)
+    root = Path(ground_truth_dir) if ground_truth_dir is not None else run.dir.fidelity("ground_truth")
+    measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
+                    recipe=recipe, selection_seed=selection_seed)
+    ident = measured.ident() + ("" if run.checkpoint.name == LAST else f"-{run.checkpoint.stem}")
+    settings = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,
+                "space": run.space.name, "space_fingerprint": run.space.fingerprint(),
+                "arch_ids": [arch_id(a) for a in measured.archs], "selection_seed": selection_seed, "seeds": seeds,
+                "recipe_digest": measured.truth.digest, "recipe": measured.recipe.to_dict(),
+                "ground_truth": str(measured.truth.folder)}
+    return run_fidelity(measured.archs, measured.truth, seeds, lambda arch: evaluate(run, arch, "test")["top1"],
+                        Path(out) if out is not None else run.dir.fidelity(ident), settings, workers, progress)

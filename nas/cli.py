@@ -113,6 +113,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    from nas import api
+    from nas.engine.fidelity_report import format_summary
+    result = api.fidelity(args.run, archs=args.archs, epochs=args.epochs, seeds=args.seeds, recipe=args.recipe,
+                          workers=args.workers, ground_truth_dir=args.ground_truth, runs_dir=args.runs_dir,
+                          checkpoint=args.checkpoint, device=args.device, progress=not args.quiet)
+    if args.json:
+        _print_json(result.summary)
+    else:
+        print(f"{format_summary(result.summary)}\nfiles in {result.dir} ({result.new} standalone trainings now)")
+    return 0
+
+
 def cmd_latency_table(args: argparse.Namespace) -> int:
     from nas import api
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
@@ -197,6 +210,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device(search, " (evaluation, and latency with --max-latency-ms)")
     _add_runs_dir(search)
     search.set_defaults(func=cmd_search)
+
+    fidelity = commands.add_parser(
+        "fidelity", help="how well the supernet ranks subnets: compare with N archs trained alone")
+    fidelity.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
+    fidelity.add_argument("--archs", type=int, default=16,
+                          help="archs to measure, stratified over the MACs range, min and max included (default 16)")
+    fidelity.add_argument("--epochs", type=int,
+                          help="standalone training epochs (default: the recipe's, i.e. the run's own)")
+    fidelity.add_argument("--seeds", type=int, default=1,
+                          help="standalone trainings per arch; their mean is the ground truth (default 1)")
+    fidelity.add_argument("--recipe", help="YAML file overriding keys of the run's train: and data: sections")
+    fidelity.add_argument("--workers", type=int, default=1,
+                          help="train that many archs at once, in processes of one thread each (default 1)")
+    fidelity.add_argument("--ground-truth", metavar="DIR",
+                          help="cache of standalone trainings, shared by runs on one space "
+                               "(default runs/NAME/fidelity/ground_truth)")
+    fidelity.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
+    fidelity.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    fidelity.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device(fidelity, " (the supernet's evaluations; standalone training runs on the CPU)")
+    _add_runs_dir(fidelity)
+    fidelity.set_defaults(func=cmd_fidelity)
 
     table = commands.add_parser("latency-table", help="measure a per-layer latency lookup table on a device")
     table.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")

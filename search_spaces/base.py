@@ -163,6 +163,11 @@ class ArchSpace(abc.ABC):
         """The most expensive arch: the last value of every choice."""
         return self.canonical({key: values[-1] for key, values in self._choices.items()})
 
+    def is_live(self, arch: Mapping[str, Any]) -> bool:
+        """Whether the network's output depends on its input (spaces whose choices can cut
+        every path from input to output, like cell spaces, override this)."""
+        return True
+
     def mutate(self, arch: Mapping[str, Any], prob: float, rng: random.Random) -> Arch:
         """Each choice moves to a different value with probability `prob`; choices that become
         active are drawn afresh (not left at their canonical first value)."""

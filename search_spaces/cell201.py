@@ -171,6 +171,45 @@ class Cell201Space(ArchSpace):
         """Distinct canonical archs, by enumerating every raw arch once (cached)."""
         return _count_networks(tuple(self.choices().items()))
 
+    def is_live(self, arch: Mapping[str, Any]) -> bool:
+        """Whether some path of non-`none` edges joins the cell's input to its output."""
+        return bool(live_edges(arch))
+
+    def min(self) -> Arch:
+        """The cheapest arch, a live network where one costs as little as the dead all-`none`
+        cell (e.g. a single `skip_connect` edge from input to output): see `_live_extreme`."""
+        return self._live_extreme(super().min(), cheapest=True)
+
+    def max(self) -> Arch:
+        """The most expensive arch, a live network where one costs as much (see `min`)."""
+        return self._live_extreme(super().max(), cheapest=False)
+
+    def _live_extreme(self, extreme: Arch, cheapest: bool) -> Arch:
+        """`extreme` if it is live; else, among the archs of exactly its (MACs, params), the
+        live one with the fewest and cheapest operations (smallest sum of choice indices, then
+        first in choice order; mirrored for the max); else `extreme` itself.
+
+        A dead cell ignores its input, so a sandwich rule training it as the min subnet would
+        spend a pass per step on a network stuck at chance. The answer is cached per choices.
+        """
+        if self.is_live(extreme):
+            return extreme
+        choices = self.choices()
+        key = (cheapest, tuple(choices.items()))
+        cache = self.__dict__.setdefault("_extremes", {})
+        if key not in cache:
+            cache[key] = extreme
+            target = self.costs(extreme)
+            sign = 1 if cheapest else -1
+            orders = sorted(itertools.product(*(range(len(v)) for v in choices.values())),
+                            key=lambda idx: (sign * sum(idx), [sign * i for i in idx]))
+            for indices in orders:
+                arch = {k: values[i] for (k, values), i in zip(choices.items(), indices)}
+                if self.is_live(arch) and self.costs(arch) == target:
+                    cache[key] = self.canonical(arch)
+                    break
+        return dict(cache[key])
+
     def mutate(self, arch: Mapping[str, Any], prob: float, rng: random.Random) -> Arch:
         """Each edge moves to a different operation with probability `prob`."""
         arch = self.canonical(arch)

@@ -6,6 +6,9 @@ The loop, constraints, deduplication policy, logging and resume live once, in
 2. the runner rejects it (`reject`: infeasible, or `duplicate` found an earlier trial) or
    `claim`s it and evaluates it;
 3. `tell(arch, record)` hands back the results.jsonl record of the evaluation.
+Before the first ask the runner may `enqueue` anchors: archs the next asks return first (those
+the training strategy trains at every step), so the searcher learns from them like any other
+evaluation.
 Local searchers (`ReplaySearcher`) keep no state of their own: the runner replays
 `results.jsonl` into `restore`, and every random draw comes from a generator derived from
 (seed, evaluations told, proposals since the last tell), so a resumed search continues
@@ -132,6 +135,11 @@ class Searcher(abc.ABC):
         """Trial number of an earlier (or running) evaluation of `arch_id`, or None."""
 
     @abc.abstractmethod
+    def enqueue(self, archs: Sequence[Arch]) -> None:
+        """Propose `archs` (canonical, feasible, distinct) first, in order, skipping those the
+        search has already evaluated."""
+
+    @abc.abstractmethod
     def history(self) -> list[Record]:
         """Records of every finished evaluation of the search (all workers)."""
 
@@ -175,13 +183,21 @@ class ReplaySearcher(Searcher):
         self.records: list[Record] = []
         self.index: dict[str, int] = {}
         self.attempt = 0  # proposals since the last tell
+        self.queue: list[Arch] = []
         self.candidate_ids = [arch_id(a) for a in context.candidates] if context.candidates is not None else []
 
     def rng(self) -> random.Random:
         """The generator of the current proposal: a function of (seed, told, attempt)."""
         return python_rng(self.context.seed, self.name, len(self.records), self.attempt)
 
+    def enqueue(self, archs: Sequence[Arch]) -> None:
+        self.queue = [dict(arch) for arch in archs]
+
     def ask(self) -> Arch:
+        while self.queue:   # queued archs draw nothing, so the proposals after them replay exactly
+            arch = self.queue.pop(0)
+            if arch_id(arch) not in self.index:
+                return arch
         arch = self.propose(self.rng())
         self.attempt += 1
         return arch

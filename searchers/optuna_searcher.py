@@ -22,7 +22,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import optuna
 from optuna.distributions import CategoricalDistribution
@@ -132,6 +132,22 @@ class OptunaSearcher(Searcher):
                                          "host": optuna_storage.HOST, "pid": os.getpid()})
         self.heartbeat.beat(self.trial)
         return arch
+
+    def enqueue(self, archs: Sequence[Arch]) -> None:
+        """Enqueue each arch as a trial of the study (so the sampler learns from it) unless the
+        study already holds it waiting, running or complete; a worker racing another to
+        enqueue it makes a duplicate, which the runner's duplicate check prunes."""
+        taken = set()
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING,
+                                                                   TrialState.COMPLETE)):
+            info, fixed = trial.user_attrs.get("nas"), trial.system_attrs.get("fixed_params")
+            if info is not None:
+                taken.add(info["arch_id"])
+            elif fixed is not None:
+                taken.add(arch_id(self.space.canonical(fixed)))
+        for arch in archs:
+            if arch_id(arch) not in taken:
+                self.study.enqueue_trial(dict(arch))
 
     def trial_number(self) -> int:
         return self._open().number

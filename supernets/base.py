@@ -25,6 +25,7 @@ from torch import nn
 
 from nas.core.arch import Arch
 from search_spaces.base import ArchSpace, Supernet
+from supernets.samplers import Sampler
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -74,6 +75,7 @@ class Strategy(abc.ABC):
 
     model: nn.Module
     space: ArchSpace
+    sampler: Sampler | None = None   # the subnets of each step, where the strategy uses a sampler
 
     @abc.abstractmethod
     def activate(self, arch: Mapping[str, Any]) -> Arch:
@@ -108,6 +110,12 @@ class Strategy(abc.ABC):
         same decision (reduce data-driven scores with `io.all_reduce_mean`)."""
         del step, io
         return None
+
+    def anchor_archs(self) -> list[Arch]:
+        """Archs trained at every step (e.g. the sandwich rule's max and min): a search
+        evaluates the feasible ones first, so it never returns worse than them. Default: the
+        sampler's anchors (`Sampler.anchors`), none for a strategy without a sampler."""
+        return self.sampler.anchors() if self.sampler is not None else []
 
     def set_cache_dir(self, path: Path | None) -> None:
         """Let the strategy cache tables that are pure functions of the config in `path` (the

@@ -64,6 +64,10 @@ class Sampler(abc.ABC):
     def slots(self, step: int, score: ScoreFn | None = None) -> list[Slot]:
         """The subnets to train at `step`, teacher (if any) first."""
 
+    def anchors(self) -> list[Arch]:
+        """Archs this sampler trains at every step, which a search should evaluate first."""
+        return []
+
     def observe(self, feedback: StepFeedback) -> None:
         """Learn from a finished step (before the optimiser step); by default nothing."""
         del feedback
@@ -101,6 +105,9 @@ class SandwichSampler(Sampler):
     def random_archs(self, step: int, score: ScoreFn | None) -> list[Arch]:
         rng = python_rng(self.seed, "sandwich", step)
         return [self.space.sample(rng) for _ in range(self.options.num_random)]
+
+    def anchors(self) -> list[Arch]:
+        return [self.space.max(), self.space.min()]
 
     def slots(self, step: int, score: ScoreFn | None = None) -> list[Slot]:
         randoms = self.random_archs(step, score)

@@ -35,6 +35,12 @@ def clip_words(text: str, limit: int = 160) -> str:
     return cut + "..."
 
 
+def check_int(flag: str, value: object, minimum: int, why: str = "") -> None:
+    """Raise `ConfigError` naming `flag` unless `value` is an integer >= `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{flag}: must be an integer >= {minimum}{why}, got {clip(value)}")
+
+
 class NasError(Exception):
     """Base class of all errors `nas` reports to users."""
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from nas.core.files import atomic_file, write_json
+from nas.core.files import write_json
 from nas.core.pareto import OBJECTIVE, Record, front
+from nas.engine.plotting import pyplot, save_png
 
 _UNITS = {"macs": ("MACs (M)", 1e6), "params": ("parameters (M)", 1e6), "latency_ms": ("latency (ms)", 1.0)}
 
@@ -41,10 +42,7 @@ def write_pareto(out_dir: Path, records: Sequence[Record], costs: Sequence[str],
 def plot_pareto(path: Path, records: Sequence[Record], costs: Sequence[str],
                 budgets: Mapping[str, float | None]) -> None:
     """One panel per cost: every result grey, the front highlighted, the budget dashed."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(costs), figsize=(5 * len(costs), 4), squeeze=False)
     for ax, cost in zip(axes[0], costs):
         label, scale = _UNITS.get(cost, (cost, 1.0))
@@ -59,7 +57,4 @@ def plot_pareto(path: Path, records: Sequence[Record], costs: Sequence[str],
         ax.set_ylabel("validation top-1 (%)")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    with atomic_file(path, "wb") as f:
-        fig.savefig(f, dpi=100, format="png")
-    plt.close(fig)
+    save_png(fig, path)

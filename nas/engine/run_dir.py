@@ -8,6 +8,7 @@ the checks `nas train` makes before it creates or continues one (name, resume po
     runs/<name>/tb/                TensorBoard events
     runs/<name>/search/<id>/       searches
     runs/<name>/export/<arch_id>/  exports
+    runs/<name>/fidelity/<id>/     fidelity measurements (and fidelity/ground_truth/, their default cache)
 """
 from __future__ import annotations
 
@@ -79,6 +80,9 @@ class RunDir:
 
     def export(self, ident: str) -> Path:
         return self.root / "export" / ident
+
+    def fidelity(self, ident: str) -> Path:
+        return self.root / "fidelity" / ident
 
 
 def find_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR) -> RunDir:

@@ -6,15 +6,20 @@ measures validation top-1 of the trained supernet, never the test split).
 1. Fail fast when the cheapest subnet (`space.min()`) breaks a budget, naming its cost.
 2. Small spaces (at most `ENUMERATE_LIMIT` raw archs) are listed: when fewer feasible
    distinct archs exist than `trials`, the search evaluates all of them and says so.
-3. Loop until `trials` evaluations are complete: `ask`; reject (cheap checks first: analytic
+3. Anchors first: the archs the training strategy trains at every step (the sandwich rule's
+   max and min) that meet the budgets are queued on the searcher (`enqueue`), evaluated
+   before anything else inside the `trials` count, and marked `"anchor": true`, so a search
+   never returns an arch worse than those on validation.
+4. Loop until `trials` evaluations are complete: `ask`; reject (cheap checks first: analytic
    MACs and params, then the latency table; then duplicates by `arch_id` of the canonical
    arch); `claim`; `evaluate`; `tell`; append to results.jsonl; TensorBoard and tqdm.
    `max_rejections` rejections in a row stop the search with a `SearchError`.
-4. Write `pareto.json`/`pareto.png`, `best.yaml` and `summary.json`; with a latency table
+5. Write `pareto.json`/`pareto.png`, `best.yaml` and `summary.json`; with a latency table
    and an `export` callable, measure the best arch and report the table's error.
 
 Files in `out_dir`: `results.jsonl` (one line per evaluated arch: `{"trial", "arch",
-"arch_id", "val_top1", "macs", "params", "latency_ms"?, ...extra metrics, "eval_seconds"}`),
+"arch_id", "val_top1", "macs", "params", "latency_ms"?, "anchor"?, ...extra metrics,
+"eval_seconds"}`),
 `pareto.json`, `pareto.png`, `best.yaml` (bare arch mapping), `summary.json`, `search.json`
 (settings of a local search, checked on resume), `tb/`, and `optuna.journal` for Optuna
 searchers without `--storage`. Resume: local searchers replay results.jsonl; Optuna
@@ -30,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -50,7 +55,7 @@ from searchers.base import Record, SearchContext, Searcher, best_record, check_s
 MAX_REJECTIONS = 1000
 ENUMERATE_LIMIT = 20_000
 FLAGS = {"macs": "--max-macs", "params": "--max-params", "latency_ms": "--max-latency-ms"}
-_RESERVED = {"trial", "arch", "arch_id", "val_top1", "macs", "params", "latency_ms", "eval_seconds"}
+_RESERVED = {"trial", "arch", "arch_id", "val_top1", "macs", "params", "latency_ms", "anchor", "eval_seconds"}
 _log = logging.getLogger(__name__)
 Evaluate = Callable[[Arch], Mapping[str, Any]]
 
@@ -185,7 +190,8 @@ def _plain(name: str, value: Any) -> Any:
     raise SearchError(f"evaluate: metric '{name}' is a {type(value).__name__}; return numbers or strings")
 
 
-def _evaluate(evaluate: Evaluate, searcher: Searcher, arch: Arch, key: str, costs: Mapping[str, float]) -> Record:
+def _evaluate(evaluate: Evaluate, searcher: Searcher, arch: Arch, key: str, costs: Mapping[str, float],
+              anchor: bool = False) -> Record:
     start = time.perf_counter()
     try:
         metrics = evaluate(arch)
@@ -197,7 +203,8 @@ def _evaluate(evaluate: Evaluate, searcher: Searcher, arch: Arch, key: str, cost
         searcher.abort(e)
         raise
     return {"trial": searcher.trial_number(), "arch": arch, "arch_id": key, "val_top1": float(top1),
-            **costs, **extra, "eval_seconds": round(time.perf_counter() - start, 4)}
+            **costs, **({"anchor": True} if anchor else {}), **extra,
+            "eval_seconds": round(time.perf_counter() - start, 4)}
 
 
 class _Log:
@@ -230,7 +237,8 @@ class _Log:
 
 
 def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, budgets: Mapping[str, float],
-          costs_of: _Costs, target: int, max_rejections: int, out_dir: Path, log: _Log) -> int:
+          costs_of: _Costs, target: int, max_rejections: int, out_dir: Path, log: _Log,
+          anchor_ids: frozenset[str] = frozenset()) -> int:
     new = rejected = duplicates = 0
     while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection
         if rejected >= max_rejections:
@@ -250,13 +258,25 @@ def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, budgets: Map
             continue
         if not searcher.claim(target):
             continue
-        record = _evaluate(evaluate, searcher, arch, key, costs)
+        record = _evaluate(evaluate, searcher, arch, key, costs, key in anchor_ids)
         searcher.tell(arch, record)
         append_record(out_dir / "results.jsonl", record)
         new += 1
         log.step(record, searcher.best(), searcher.completed(), rejected)
         rejected = duplicates = 0
     return new
+
+
+def _feasible_anchors(space: ArchSpace, anchors: Sequence[Mapping[str, Any]], budgets: Mapping[str, float],
+                      costs_of: _Costs) -> list[Arch]:
+    """The distinct anchors that meet the budgets, canonical, in the given order."""
+    chosen: dict[str, Arch] = {}
+    for arch in anchors:
+        arch = space.canonical(arch)
+        key = arch_id(arch)
+        if key not in chosen and _violation(costs_of(arch, key), budgets) is None:
+            chosen[key] = arch
+    return list(chosen.values())
 
 
 def _verify_latency(space: ArchSpace, table: LatencyTable, export: Callable[[Arch], nn.Module],
@@ -337,7 +357,8 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
                constraints: Constraints = Constraints(), trials: int = 100, seed: int = 0, out_dir: str | Path,
                storage: str | None = None, study: str | None = None, worker: int = 0,
                latency: LatencyTable | None = None, export: Callable[[Arch], nn.Module] | None = None,
-               progress: bool = True, tensorboard: bool = True, max_rejections: int = MAX_REJECTIONS) -> SearchResult:
+               progress: bool = True, tensorboard: bool = True, max_rejections: int = MAX_REJECTIONS,
+               anchors: Sequence[Mapping[str, Any]] = ()) -> SearchResult:
     """Search `space` for the most accurate arch within `constraints` (see the module docstring).
 
     Args:
@@ -357,6 +378,8 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
             arch is measured on the table's device to report the table's error.
         progress, tensorboard: tqdm bar on stderr; scalars under `out_dir/tb`.
         max_rejections: Infeasible or duplicate suggestions in a row before giving up.
+        anchors: Archs to evaluate first where they meet the budgets (the strategy's
+            `anchor_archs()`), counted in `trials` and marked `"anchor": true`.
     """
     entry = SEARCHERS.get(searcher)
     options = parse_searcher_options(searcher, searcher_options)
@@ -380,9 +403,12 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
         active = entry.obj(context, options)
         try:
             target, notes = _prepare(active, context)
+            first = _feasible_anchors(space, anchors, budgets, costs_of)
+            active.enqueue(first)
             log = _Log(out_dir, target, active.completed(), searcher, progress, tensorboard)
             try:
-                new = _loop(active, space, evaluate, budgets, costs_of, target, max_rejections, out_dir, log)
+                new = _loop(active, space, evaluate, budgets, costs_of, target, max_rejections, out_dir, log,
+                            frozenset(arch_id(a) for a in first))
             finally:
                 log.close()
                 history = active.history()
@@ -402,5 +428,5 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
         write_json(out_dir / "summary.json", {**result.to_json(), "searcher": searcher,
                                                "options": active.resolved_options(), "seed": seed, "worker": worker,
                                                "trials": trials, "target": target, "budgets": budgets, "record": best,
-                                               "notes": notes})
+                                               "anchors": [arch_id(a) for a in first], "notes": notes})
     return result

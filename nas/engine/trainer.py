@@ -24,7 +24,7 @@ from timm.optim import create_optimizer_v2, param_groups_weight_decay
 from timm.scheduler import create_scheduler_v2
 from torch import nn
 
-from nas.core.config import RunConfig, TrainConfig
+from nas.core.config import GradClipConfig, RunConfig, TrainConfig
 from nas.core.errors import CheckpointError, Interrupted, TrainingDiverged, plural
 from nas.core.files import write_text
 from nas.core.rng import derive_seed
@@ -97,6 +97,15 @@ def forget_epochs_after(run: RunDir, step: int) -> None:
     kept = [line for line in lines if (logged := step_of(line)) is not None and logged <= step]
     if len(kept) < len(lines):
         write_text(run.metrics, "".join(line + "\n" for line in kept))
+
+
+def clip_gradients(model: nn.Module, clip: GradClipConfig) -> None:
+    """Element-wise value clip and/or total-norm clip of the gradients, as `train.grad_clip` says."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    if clip.value is not None:
+        torch.nn.utils.clip_grad_value_(params, clip.value)
+    if clip.norm is not None:
+        torch.nn.utils.clip_grad_norm_(params, clip.norm)
 
 
 @dataclass
@@ -299,12 +308,7 @@ class Trainer:
                 f"{self.last_good()}: lower train.optimizer.lr or enable train.grad_clip")
 
     def _clip(self) -> None:
-        clip = self.train_cfg.grad_clip
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        if clip.value is not None:
-            torch.nn.utils.clip_grad_value_(params, clip.value)
-        if clip.norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, clip.norm)
+        clip_gradients(self.model, self.train_cfg.grad_clip)
 
     def train_one_step(self, images: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
         """One optimiser step: the strategy's passes, clipping, the update, the LR schedule."""

@@ -52,6 +52,8 @@ def test_two_gloo_ranks_sample_the_same_archs_and_match_one_process(tmp_path):
     assert archs[0] == archs[1] and len(archs[0]) == STEPS * 3   # sandwich: max, 1 random, min
     state = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "last.pt")
     assert state["step"] == STEPS and not any(k.startswith("module.") for k in state["model"])
+    measured = api.fidelity(tmp_path / "ddp", archs=2, epochs=1, progress=False)   # like any other run
+    assert measured.new == 2 and measured.summary["step"] == STEPS and len(measured.records) == 2
     torch.set_num_threads(1)
     reference = _single_process_reference(STEPS)
     worst = max((state["model"][name] - value).abs().max().item() for name, value in reference.items())

@@ -7,11 +7,21 @@ TINY_SPACE = {"name": "mobilenetv3", "options": {
     "stem_width": 8, "head_width": 32, "num_features": 64}}
 
 
-def tiny_config(sampler: str = "sandwich", distill: str = "kl", steps: int = 24, **train) -> dict:
+TINY_SPACES = {
+    "mobilenetv3": TINY_SPACE,
+    "vit": {"name": "vit", "options": {"embed_dims": [16, 32], "depths": [1, 2], "num_heads": [1, 2],
+                                       "mlp_ratios": [2.0, 4.0], "head_dim": 8, "patch_size": 7}},
+    "cell201": {"name": "cell201", "options": {"channels": 4, "image_size": 12,
+                                               "operations": ["none", "skip_connect", "conv_1x1", "conv_3x3"]}},
+}
+
+
+def tiny_config(sampler: str = "sandwich", distill: str = "kl", steps: int = 24, space: str = "mobilenetv3",
+                **train) -> dict:
     """Plain config data: 1,024 training images, 512 validation images, batch 64."""
     sampler_section = {"name": sampler, "num_random": 1} if sampler == "sandwich" else {"name": sampler}
     return {
-        "space": TINY_SPACE,
+        "space": TINY_SPACES[space],
         "data": {"name": "fashion_mnist", "val_size": 512, "train_size": 1024},
         "strategy": {"sampler": sampler_section, "distill": {"name": distill}},
         "train": {"epochs": None, "steps": steps, "batch_size": 64, "seed": 0,

@@ -26,6 +26,7 @@ PRUNED = {**DEAD_HEAVY, "edge2<-1": "none", "edge3<-1": "none", "edge3<-2": "non
 # node 1 reachable but leads nowhere (edges out of node 1 are none)
 DEAD_END = {"edge1<-0": "conv_3x3", "edge2<-0": "skip_connect", "edge2<-1": "none",
             "edge3<-0": "none", "edge3<-1": "none", "edge3<-2": "conv_1x1"}
+ALL_NONE = {edge_key(to, source): "none" for to, source in EDGES}
 
 
 def _outputs(net, arch, x):
@@ -76,14 +77,45 @@ def test_unpruned_dead_convolution_would_change_the_output():
 def test_all_none_cells_output_zeros_and_export_exactly():
     space = make_space("cell201")
     net = make_supernet(space)
-    arch = space.min()
-    assert set(arch.values()) == {"none"}
+    arch = ALL_NONE
     model = net.export(arch)
     x = torch.randn(3, 1, 28, 28)
     with torch.no_grad():
         assert torch.equal(model.cells[0](model.stem(x)), torch.zeros(3, 8, 28, 28))
         assert torch.allclose(model(x), _outputs(net, arch, x), atol=1e-5)
         assert torch.allclose(model(x), model(torch.randn(3, 1, 28, 28)), atol=1e-6)   # input ignored
+
+
+def test_min_is_a_live_network_as_cheap_as_the_dead_all_none_cell():
+    space = make_space("cell201")
+    low = space.min()
+    assert space.is_live(low) and not space.is_live(ALL_NONE)
+    assert space.costs(low) == space.costs(ALL_NONE)
+    assert low == {**ALL_NONE, "edge3<-0": "skip_connect"}   # fewest and cheapest operations
+    for arch in space.enumerate():            # nothing live is cheaper; only dead archs tie with it
+        assert space.costs(arch) >= space.costs(low)
+    assert space.is_live(space.max()) and set(space.max().values()) == {"conv_3x3"}
+    net = make_supernet(space)
+    x = torch.randn(3, 1, 28, 28)
+    assert not torch.allclose(_outputs(net, low, x), _outputs(net, low, torch.randn(3, 1, 28, 28)))
+
+
+def test_min_stays_dead_when_every_live_network_costs_more():
+    space = make_space("cell201", operations=("none", "conv_1x1"))
+    assert space.min() == ALL_NONE and not space.is_live(space.min())
+    assert space.max() == {key: "conv_1x1" for key in ALL_NONE}
+    only_none = make_space("cell201", operations=("none",))
+    assert only_none.min() == only_none.max() == ALL_NONE
+
+
+def test_min_of_a_restricted_space_is_its_own():
+    full = make_space("cell201")
+    assert full.min()["edge3<-0"] == "skip_connect"      # cached on `full` before restricting
+    space = full.restrict("edge3<-0", ["none"])
+    low = space.min()
+    assert space.is_live(low) and low["edge3<-0"] == "none"
+    assert space.costs(low) == space.costs(ALL_NONE)
+    assert full.min()["edge3<-0"] == "skip_connect"
 
 
 def _closed_edge_sets() -> list[tuple[tuple[int, int], ...]]:

@@ -2,7 +2,8 @@
 
 Each plugin against the defaults of the others, on a tiny real-data space: the loss falls over
 a few dozen steps on a fixed batch; a state round trip (save, rebuild from the config, load) gives a bit-identical
-next step; two gloo ranks train the same subnets and end with equal weights. The test-only
+next step; two gloo ranks train the same subnets and end with equal weights; the anchors a strategy reports (what a
+search evaluates first) are trained at every step. The test-only
 plugins of `tests.supernets.toys` (a strategy that splits its model, a sampler that learns)
 are registered too, so the seam they use is held to the same contract.
 """
@@ -16,6 +17,7 @@ import torch
 
 import tests.supernets.toys  # noqa: F401  (registers toy_split and toy_learning)
 from nas import api
+from nas.core.arch import arch_id
 from nas.core.config import load_config
 from nas.core.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
 from nas.engine.checkpoint import load_checkpoint, save_checkpoint
@@ -129,6 +131,19 @@ def test_state_round_trip_gives_a_bit_identical_next_step(tmp_path, splits, stra
     a, b = _params(first), _params(second)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert [dict(s) for s in first.strategy.trained_archs(7)] == [dict(s) for s in second.strategy.trained_archs(7)]
+
+
+@pytest.mark.parametrize("strategy, sampler, distill", COMBOS)
+def test_anchors_are_trained_at_every_step(tmp_path, splits, strategy, sampler, distill):
+    trainer = _trainer(_config(strategy, sampler, distill), splits, tmp_path)
+    space = trainer.strategy.space
+    anchors = [arch_id(a) for a in trainer.strategy.anchor_archs()]
+    # samplers that train the max subnet (the teacher) every step also train min: both anchor a search
+    assert anchors == ([arch_id(space.max()), arch_id(space.min())] if SAMPLERS.get(sampler).obj.trains_max else [])
+    for step in range(6):     # past the toy split (after step 4)
+        trained = {arch_id(a) for a in trainer.strategy.trained_archs(step)}
+        assert set(anchors) <= trained, step
+        trainer.train_one_step(*_batch(splits, 64 * step))
 
 
 def _rank_job(rank: int, store: str, combo: tuple[str, str, str], out: dict) -> None:

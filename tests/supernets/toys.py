@@ -110,6 +110,9 @@ class ToyLearningSampler(Sampler):
         probs = torch.softmax(self.logits.detach(), 0).tolist()
         return python_rng(self.seed, "toy-pick", step).choices(range(self.POOL), weights=probs)[0]
 
+    def anchors(self) -> list[Arch]:
+        return [self.space.max(), self.space.min()]
+
     def slots(self, step: int, score: Any = None) -> list[Slot]:
         return [Slot("max", self.space.max()), Slot("random0", self.pool[self._pick(step)]),
                 Slot("min", self.space.min())]

@@ -1,0 +1,142 @@
+"""`nas fidelity`: how well a trained supernet ranks archs, measured against standalone training.
+
+For each selected arch (`nas.engine.arch_selection`) the supernet's test top-1 (BN
+recalibrated, through the caller's `supernet_top1`) is compared with the mean test top-1 of
+`seeds` standalone trainings (`nas.engine.ground_truth`). Files in the output directory,
+whose name the caller derives from the arguments so that the same command resumes:
+
+- `fidelity.json`: the settings (selected arch ids, recipe digest, seeds, checkpoint step),
+  checked on resume;
+- `results.jsonl`: one line per arch, appended (and fsynced) by this process as soon as all
+  its seeds are done: `{"arch_id", "arch", "macs", "params", "supernet_test_top1",
+  "standalone_test_top1" (mean over seeds), "standalone_test_top1_seeds", "standalone_seconds",
+  "gap_points" (standalone minus supernet, in points)}`. A killed run resumes arch by arch:
+  archs in this file are not measured again, trainings already in the ground truth are reused;
+- `summary.json`, `scatter.png` and TensorBoard scalars in `tb/` once every arch is done
+  (`nas.engine.fidelity_report`).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from nas.core.arch import Arch, arch_id
+from nas.core.config import RunConfig
+from nas.core.errors import RunError, check_int
+from nas.core.files import write_json
+from nas.engine.arch_selection import select_archs
+from nas.engine.fidelity_report import summarize, write_report
+from nas.engine.ground_truth import GroundTruth, ModelFactory
+from nas.engine.jsonl import append_record, read_records
+from nas.engine.recipe import Recipe, load_recipe
+from search_spaces.base import ArchSpace
+
+SETTINGS_FILE = "fidelity.json"
+_CHECKED = ("space_fingerprint", "arch_ids", "recipe_digest", "seeds", "checkpoint", "step")
+
+
+@dataclass
+class FidelityResult:
+    """Outcome of `run_fidelity`: the summary, one record per arch, and the trainings run now."""
+
+    dir: Path
+    summary: dict[str, Any]
+    records: list[dict[str, Any]]
+    new: int
+
+
+def standalone_record(arch: Arch, seeds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """An arch's standalone results: the mean test top-1 over its seeds, and each seed's."""
+    alone = [float(s["test_top1"]) for s in seeds]
+    return {"arch_id": arch_id(arch), "arch": arch, "macs": seeds[0]["macs"], "params": seeds[0]["params"],
+            "standalone_test_top1": statistics.fmean(alone), "standalone_test_top1_seeds": alone,
+            "standalone_seconds": [s["seconds"] for s in seeds]}
+
+
+def arch_record(arch: Arch, supernet_top1: float, seeds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The results.jsonl line of an arch from its supernet accuracy and its standalone seeds."""
+    record = standalone_record(arch, seeds)
+    gap = round(100.0 * (record["standalone_test_top1"] - supernet_top1), 4)
+    return {**record, "supernet_test_top1": supernet_top1, "gap_points": gap}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a ground truth measures: the selected archs and the cache that holds their trainings."""
+
+    archs: list[Arch]
+    recipe: Recipe
+    truth: GroundTruth
+    seeds: int
+    selection_seed: int = 0
+
+    def ident(self) -> str:
+        """The folder name of a measurement: archs, length, seeds, recipe digest (and selection seed)."""
+        ident = f"n{len(self.archs)}-{self.recipe.length()}-k{self.seeds}-{self.truth.digest}"
+        return ident + (f"-sel{self.selection_seed}" if self.selection_seed else "")
+
+
+def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int) -> None:
+    """Raise `ConfigError` naming the flag of the first bad count."""
+    check_int("--archs", archs, 2, " (the min and max subnets are always measured)")
+    if epochs is not None:
+        check_int("--epochs", epochs, 1)
+    check_int("--seeds", seeds, 1)
+    check_int("--workers", workers, 1)
+
+
+def plan(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path, *, archs: int,
+         epochs: int | None, seeds: int, recipe: str | Path | Recipe | None, selection_seed: int = 0) -> Plan:
+    """Select the archs and build the recipe (see `check_arguments` for the counts).
+
+    `recipe` is a recipe file, a `Recipe` (its length replaced by `epochs` when given), or None
+    (the config's own, see `nas.engine.recipe`).
+    """
+    if isinstance(recipe, Recipe):
+        if epochs is not None:
+            recipe = replace(recipe, train=replace(recipe.train, epochs=epochs, steps=None))
+    else:
+        recipe = load_recipe(config, recipe, epochs)
+    selected = select_archs(space, archs, selection_seed)
+    return Plan(selected, recipe, GroundTruth(root, space, config, recipe, make_model), seeds, selection_seed)
+
+
+def _check_settings(out_dir: Path, settings: Mapping[str, Any]) -> None:
+    path = out_dir / SETTINGS_FILE
+    if path.is_file():
+        stored = json.loads(path.read_text())
+        diffs = [key for key in _CHECKED if stored.get(key) != settings.get(key)]
+        if diffs:
+            raise RunError(f"{out_dir}: measured with other settings ({', '.join(diffs)} differ, e.g. the run "
+                           f"was trained further); remove the folder to measure again")
+    else:
+        write_json(path, dict(settings))
+
+
+def run_fidelity(archs: Sequence[Arch], truth: GroundTruth, seeds: int, supernet_top1: Callable[[Arch], float],
+                 out_dir: str | Path, settings: Mapping[str, Any], workers: int = 1,
+                 progress: bool = True) -> FidelityResult:
+    """Measure every arch of `archs` (see the module docstring); `settings` go to fidelity.json
+    and summary.json."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_settings(out_dir, settings)
+    results = out_dir / "results.jsonl"
+    done = {r["arch_id"]: r for r in read_records(results, RunError)}
+    todo = [a for a in archs if arch_id(a) not in done]
+    shared = {arch_id(a): supernet_top1(a) for a in todo}     # in this process, before any worker starts
+
+    def finish(arch: Arch, seed_results: list[dict[str, Any]]) -> None:
+        record = arch_record(arch, shared[arch_id(arch)], seed_results)
+        append_record(results, record)
+        done[record["arch_id"]] = record
+
+    new = truth.collect(todo, seeds, workers, finish, progress)
+    records = [done[arch_id(a)] for a in archs]
+    summary = {**settings, **summarize(records, seeds)}
+    write_report(out_dir, summary, records)
+    return FidelityResult(out_dir, summary, records, new)

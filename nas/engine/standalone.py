@@ -1,0 +1,126 @@
+"""Standalone training: one exported subnet trained alone from its current weights.
+
+What the supernet's accuracy of an arch is measured against (`nas fidelity`, the shared-vs-
+standalone benchmark). The loop is the supernet trainer's, minus weight sharing: the recipe's
+timm optimiser and per-iteration LR schedule, the batches of the recipe's data source
+(`nas.engine.sources`: order a pure function of (seed, epoch), augmentation and mixup/cutmix
+of (seed, epoch, step), in memory or streamed), label-smoothed cross-entropy and the recipe's
+gradient clipping. Inputs are resized to the arch's resolution as the supernet resizes them.
+Then BN statistics are recalibrated like a subnet's and test top-1 is measured with the
+preprocessing an export records (scale to [0, 1], bilinear resize without antialiasing,
+normalise; streamed data comes normalised and is resized after, the same up to rounding).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nas.core.errors import TrainingDiverged
+from nas.core.rng import derive_seed
+from nas.engine.bn import recalibrate_bn
+from nas.engine.data import steps_per_epoch
+from nas.engine.datasets import ImageSplits
+from nas.engine.evaluator import Accuracy, accuracy, resize, static_accuracy
+from nas.engine.sources import DataSource, InMemorySource, as_source
+from nas.engine.recipe import Recipe
+from nas.engine.trainer import build_optimizer, build_scheduler, clip_gradients
+
+
+@dataclass(frozen=True)
+class StandaloneResult:
+    """Test accuracy (fractions) of a standalone-trained model and what the training took."""
+
+    test_top1: float
+    test_top5: float
+    steps: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def total_steps(recipe: Recipe, data: DataSource) -> int:
+    """Optimiser steps of the recipe: `train.steps`, or `train.epochs` full epochs."""
+    cfg = recipe.train
+    if cfg.steps is not None:
+        return cfg.steps
+    return cfg.epochs * steps_per_epoch(data.num_train, cfg.batch_size)
+
+
+def _batches(recipe: Recipe, data: DataSource, seed: int, total: int
+             ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    step, epoch = 0, 0
+    while step < total:
+        for batch in data.train_batches(recipe.train.batch_size, seed, epoch):
+            yield batch
+            step += 1
+            if step == total:
+                return
+        epoch += 1
+
+
+def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int, *,
+                     resolution: int) -> StandaloneResult:
+    """Train `model` (in place, from its current weights) with `recipe`, then evaluate it.
+
+    Args:
+        model: A static model (e.g. a freshly initialised supernet's export).
+        recipe: Optimiser, schedule, batch, length, augmentation, label smoothing, BN recalibration.
+        data: The recipe's data: a source (`build_source(recipe.data)`), or in-memory splits,
+            augmented as `recipe.data.augment` says.
+        seed: Seeds the batch order, the augmentation, the calibration images and any other
+            randomness of training (the global torch RNG is restored afterwards).
+        resolution: The input side the model expects.
+
+    Raises:
+        TrainingDiverged: a non-finite loss.
+    """
+    cfg = recipe.train
+    data = as_source(data, recipe.data)
+    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    model = model.to(memory_format=memory_format).train()
+    total = total_steps(recipe, data)
+    optimizer = build_optimizer(model, cfg)
+    scheduler = build_scheduler(optimizer, cfg, total)
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if cfg.precision == "bf16"
+                else contextlib.nullcontext())
+    started = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(seed, "standalone"))
+        for step, (images, labels) in enumerate(_batches(recipe, data, seed, total)):
+            scheduler.step_update(step)
+            optimizer.zero_grad(set_to_none=True)
+            with autocast:
+                logits = model(resize(images, resolution).contiguous(memory_format=memory_format))
+            # int labels, or mixup/cutmix's soft targets: the strategy's label loss either way
+            loss = F.cross_entropy(logits.float(), labels, label_smoothing=recipe.label_smoothing)
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(f"standalone training: non-finite loss at step {step}; lower "
+                                       f"train.optimizer.lr in the recipe or enable train.grad_clip")
+            loss.backward()
+            clip_gradients(model, cfg.grad_clip)
+            optimizer.step()
+    seconds = time.perf_counter() - started
+    result = evaluate_standalone(model, recipe, data, seed, resolution)
+    return StandaloneResult(result.top1, result.top5, total, round(seconds, 2))
+
+
+def evaluate_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int,
+                        resolution: int) -> Accuracy:
+    """BN recalibration on seeded training images, then test top-1/top-5 with the export's
+    preprocessing (in-memory data exactly; streamed data normalised first, then resized)."""
+    e = recipe.eval
+    data = as_source(data, recipe.data)
+    calibration = [resize(x, resolution) for x, _ in
+                   data.calibration_batches(e.bn_recal_batches, e.bn_recal_batch_size, seed)]
+    recalibrate_bn(model, calibration)
+    model.eval()
+    if isinstance(data, InMemorySource):
+        return static_accuracy(model, data.splits, "test", resolution, e.batch_size)
+    return accuracy(model, ((resize(x, resolution), y) for x, y in data.eval_batches("test", e.batch_size)))

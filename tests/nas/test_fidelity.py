@@ -1,0 +1,220 @@
+"""`nas fidelity` on tiny real-data runs: outputs, statistics, resume, workers, shared ground truth."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from nas import api, cli
+from nas.core.arch import arch_id
+from nas.core.config import load_config
+from nas.core.rng import derive_seed
+from nas.engine.datasets import load_dataset
+from nas.engine.recipe import load_recipe
+from nas.engine.sources import build_source
+from nas.engine.standalone import train_standalone
+from tests.nas.test_cli_runs import _one_line_error
+from tests.nas.test_rank_stats import brute_rho, brute_tau_b
+from tests.nas.tiny import tiny_config
+
+
+def _train(runs: Path, name: str, **kwargs) -> Path:
+    api.train(load_config(tiny_config(steps=8, **kwargs)), name=name, runs_dir=runs, progress=False)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    return _train(tmp_path_factory.mktemp("runs"), "tiny")
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _untimed(records):
+    return [{k: v for k, v in r.items() if "seconds" not in k} for r in records]
+
+
+def _standalone(records):
+    return {r["arch_id"]: r["standalone_test_top1_seeds"] for r in records}
+
+
+def test_outputs_statistics_and_a_fresh_standalone_model(runs, capsys):
+    code = cli.main(["fidelity", "tiny", "--runs-dir", str(runs), "--archs", "4", "--epochs", "1", "--seeds", "2",
+                     "--json", "--quiet"])
+    printed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    run = api.load_run("tiny", runs)
+    out = next((runs / "tiny" / "fidelity").glob("n4-e1-k2-*"))
+    assert json.loads((out / "summary.json").read_text()) == printed
+    records = _lines(out / "results.jsonl")
+    selected = printed["arch_ids"]
+    assert sorted(r["arch_id"] for r in records) == sorted(selected) and len(selected) == 4
+    assert arch_id(run.space.min()) in selected and arch_id(run.space.max()) in selected
+    by_id = {r["arch_id"]: r for r in records}
+    ordered = [by_id[i] for i in selected]
+    shared = [r["supernet_test_top1"] for r in ordered]
+    alone = [r["standalone_test_top1"] for r in ordered]
+    assert printed["kendall_tau"] == pytest.approx(brute_tau_b(shared, alone))
+    assert printed["spearman_rho"] == pytest.approx(brute_rho(shared, alone))
+    seeds = [[r["standalone_test_top1_seeds"][k] for r in ordered] for k in (0, 1)]
+    assert printed["seed_kendall_tau"] == pytest.approx(brute_tau_b(*seeds))
+    assert printed["top_k"] == 1 and sum(b["archs"] for b in printed["bins"]) == 4
+    for r in ordered:
+        assert r["standalone_test_top1"] == pytest.approx(sum(r["standalone_test_top1_seeds"]) / 2)
+        assert r["gap_points"] == pytest.approx(100 * (r["standalone_test_top1"] - r["supernet_test_top1"]), abs=1e-3)
+    low = by_id[arch_id(run.space.min())]
+    assert low["supernet_test_top1"] == api.evaluate(run, run.space.min(), "test")["top1"]
+    assert (out / "scatter.png").read_bytes()[:4] == b"\x89PNG" and list((out / "tb").glob("events.*"))
+    # the standalone result is a fresh supernet's export trained alone, not the run's weights
+    truth = Path(printed["ground_truth"])
+    assert len(list(truth.glob("*-s[01].json"))) == 8 and truth.is_relative_to(runs / "tiny" / "fidelity")
+    recipe = load_recipe(run.config, epochs=1)
+    model = api.standalone_model(run.config, run.space.min(), derive_seed(1, "standalone-init", low["arch_id"]))
+    d = recipe.data
+    splits = load_dataset(d.name, d.root, d.val_size, d.train_size, d.split_seed, d.image_size)
+    again = train_standalone(model, recipe, splits, 1, resolution=run.space.input_size(run.space.min()))
+    assert again.test_top1 == low["standalone_test_top1_seeds"][1]
+
+
+def test_standalone_batches_come_from_the_recipes_data_source():
+    """Streamed batches are the in-memory ones (same trained weights); mixup/cutmix reach the
+    standalone loop like the supernet's (other weights)."""
+    config = load_config(tiny_config())
+    recipe = load_recipe(config, epochs=1)
+    recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, epochs=None, steps=4))
+    arch = api.build_space(config).min()
+
+    def trained(data_overrides: dict, **augment):
+        data = dataclasses.replace(recipe.data, augment=dataclasses.replace(recipe.data.augment, **augment),
+                                   **data_overrides)
+        model = api.standalone_model(config, arch, 7)
+        result = train_standalone(model, dataclasses.replace(recipe, data=data), build_source(data), 0,
+                                  resolution=api.build_space(config).input_size(arch))
+        return result, {name: p.detach().clone() for name, p in model.named_parameters()}
+
+    (memory, weights), (streamed, streamed_weights) = trained({}), trained({"in_memory": False, "workers": 0})
+    assert weights.keys() == streamed_weights.keys()
+    assert all(torch.equal(weights[k], streamed_weights[k]) for k in weights)
+    assert streamed.test_top1 == pytest.approx(memory.test_top1, abs=2e-3)   # resized after normalising
+    _, mixed_weights = trained({}, mixup_alpha=0.8)
+    assert not all(torch.equal(weights[k], mixed_weights[k]) for k in weights)
+
+
+def test_killed_run_resumes_arch_by_arch(runs, tmp_path):
+    def measure():
+        return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",
+                            ground_truth_dir=tmp_path / "truth", progress=False)
+
+    first = measure()
+    assert first.new == 3
+    results = tmp_path / "out" / "results.jsonl"
+    kept, lost, _ = _lines(results)      # the third stays in the ground truth
+    results.write_text(json.dumps(kept) + "\n" + json.dumps(lost)[:30])     # killed while appending
+    (tmp_path / "out" / "summary.json").unlink()
+    truth = Path(first.summary["ground_truth"])
+    (truth / f"{lost['arch_id']}-s0.json").unlink()                          # killed while training it
+    second = measure()
+    assert second.new == 1                      # only `lost` is trained again; `cached` comes from the cache
+    assert _lines(results)[0] == kept and len(_lines(results)) == 3
+    assert _untimed(second.records) == _untimed(first.records)
+    assert _untimed([second.summary]) == _untimed([first.summary])
+    assert measure().new == 0
+
+
+@pytest.fixture(scope="module")
+def shared_truth(tmp_path_factory) -> tuple[Path, dict]:
+    """A ground truth of the tiny space (min and max, 1 epoch), trained in this process."""
+    folder = tmp_path_factory.mktemp("truth")
+    return folder, api.ground_truth(load_config(tiny_config()), folder, archs=2, epochs=1, progress=False)
+
+
+def test_two_workers_give_the_numbers_of_one(runs, tmp_path, shared_truth):
+    one_worker = shared_truth[1]["records"]
+    two = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, workers=2, ground_truth_dir=tmp_path / "truth",
+                       progress=False)
+    assert two.new == 2 and _standalone(two.records) == _standalone(one_worker)
+
+
+def test_runs_on_one_space_share_the_ground_truth(runs, tmp_path, shared_truth):
+    folder, alone = shared_truth
+    other = _train(tmp_path, "seed1", seed=1, threads=1)
+    first = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, ground_truth_dir=folder, progress=False)
+    second = api.fidelity("seed1", runs_dir=other, archs=2, epochs=1, ground_truth_dir=folder, progress=False)
+    assert len(list(Path(alone["dir"]).glob("*-s0.json"))) == 2 and first.new == second.new == 0
+    assert _standalone(first.records) == _standalone(second.records) == _standalone(alone["records"])
+    assert [r["supernet_test_top1"] for r in first.records] != [r["supernet_test_top1"] for r in second.records]
+
+
+@pytest.mark.parametrize("space", ["vit", "cell201"])
+def test_every_space_measures(tmp_path, space):
+    _train(tmp_path, space, space=space)
+    result = api.fidelity(space, runs_dir=tmp_path, archs=3, epochs=1, progress=False)
+    run = api.load_run(space, tmp_path)
+    assert result.new == 3 and result.records[0]["arch_id"] == arch_id(run.space.min())
+    assert all(run.space.is_live(r["arch"]) for r in result.records)
+    assert all(0 <= r["standalone_test_top1"] <= 1 and 0 <= r["supernet_test_top1"] <= 1 for r in result.records)
+    assert not math.isnan(result.summary["gap_points_mean"])
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--archs", "1"], "--archs: must be an integer >= 2 (the min and max subnets are always measured), got 1"),
+    (["--epochs", "0"], "--epochs: must be an integer >= 1, got 0"),
+    (["--workers", "0"], "--workers: must be an integer >= 1, got 0"),
+    (["--seeds", "0"], "--seeds: must be an integer >= 1, got 0"),
+    (["--archs", "100000"], "--archs: the space 'mobilenetv3' offers only"),
+])
+def test_bad_arguments_exit_2_with_one_line(runs, capsys, flags, needle):
+    _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), *flags], needle)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("train:\n  epocs: 2\n", "train.epocs: unknown key (did you mean 'epochs'?)"),
+    ("space: {name: vit}\n", "space: unknown key; a recipe overrides train and/or data"),
+    ("- 1\n- 2\n", "the top level must be a mapping of keys, got list"),
+    ("train: 3\n", "train: expected a mapping, got 3"),
+    ("data: {train_size: 0}\n", "data.train_size: must be >= 1 or null, got 0"),
+])
+def test_bad_recipes_exit_2_naming_the_file_and_key(runs, capsys, tmp_path, text, needle):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text)
+    _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), "--recipe", str(recipe)],
+                    f"{recipe}: ", needle)
+    _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), "--recipe", str(tmp_path / "none.yaml")],
+                    "--recipe: ", "none.yaml: no such file")
+
+
+def test_recipe_overrides_and_what_its_digest_ignores(tmp_path):
+    config = load_config(tiny_config())
+    recipe_file = tmp_path / "recipe.yaml"
+    recipe_file.write_text("train: {epochs: 2, optimizer: {lr: 0.02}}\ndata: {train_size: 512}\n")
+    recipe = load_recipe(config, recipe_file)
+    assert (recipe.train.epochs, recipe.train.steps, recipe.train.optimizer.lr) == (2, None, 0.02)
+    assert recipe.train.optimizer.momentum == config.train.optimizer.momentum and recipe.data.train_size == 512
+    assert recipe.train.seed == 0 and recipe.label_smoothing == 0.1
+    assert load_recipe(config, recipe_file, 3).length() == "e3"
+    same = [load_config(tiny_config(**extra)) for extra in ({"seed": 4}, {"threads": 1}, {"log_every": 3})]
+    assert {load_recipe(c, epochs=1).digest() for c in [config, *same]} == {load_recipe(config, epochs=1).digest()}
+    assert load_recipe(config, epochs=2).digest() != load_recipe(config, epochs=1).digest()
+    assert load_recipe(load_config(tiny_config(sampler="uniform")), epochs=1).label_smoothing == 0.1
+    # how batches are read is not hashed, nor are augmentation options left at their defaults
+    reading = load_config(tiny_config(), ["data.in_memory=false", "data.workers=0"])
+    assert load_recipe(reading, epochs=1).digest() == load_recipe(config, epochs=1).digest()
+    mixed = load_config(tiny_config(), ["data.augment.mixup_alpha=0.2"])
+    assert load_recipe(mixed, epochs=1).digest() != load_recipe(config, epochs=1).digest()
+
+
+def test_search_on_a_real_supernet_never_loses_to_the_min_subnet(runs, tmp_path):
+    run = api.load_run("tiny", runs)
+    result = api.search(run, "random", max_macs="50%", trials=3, out=tmp_path / "search", progress=False)
+    records = _lines(tmp_path / "search" / "results.jsonl")
+    assert records[0]["arch_id"] == arch_id(run.space.min()) and records[0]["anchor"] is True
+    assert len(records) == 3 and arch_id(run.space.max()) not in {r["arch_id"] for r in records}
+    assert result.val_top1 >= api.evaluate(run, "min", "val")["top1"]
+    shutil.rmtree(tmp_path / "search")

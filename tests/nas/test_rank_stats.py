@@ -1,0 +1,101 @@
+"""Rank statistics against brute-force pair counts on random data with many ties."""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from nas.engine.rank_stats import (
+    average_ranks,
+    bin_gaps,
+    kendall_tau_b,
+    spearman_rho,
+    top_k_overlap,
+)
+
+
+def brute_tau_b(x, y):
+    concordant = discordant = tied_x = tied_y = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        dx, dy = x[i] - x[j], y[i] - y[j]
+        tied_x += dx == 0
+        tied_y += dy == 0
+        if dx * dy > 0:
+            concordant += 1
+        elif dx * dy < 0:
+            discordant += 1
+    pairs = len(x) * (len(x) - 1) // 2
+    return (concordant - discordant) / math.sqrt((pairs - tied_x) * (pairs - tied_y))
+
+
+def brute_rho(x, y):
+    def ranks(v):   # 1 + (values below) + (other values equal) / 2
+        return [1 + sum(w < value for w in v) + (sum(w == value for w in v) - 1) / 2 for value in v]
+
+    rx, ry = ranks(x), ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    return cov / math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+
+
+def _random_scores(rng, n):
+    """Scores on a coarse grid, so ties are frequent in both lists."""
+    x = [rng.randint(0, 6) / 10 for _ in range(n)]
+    y = [rng.randint(0, 4) / 10 + 0.3 * v for v in x]
+    return x, y
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_tau_b_and_rho_match_brute_force_with_ties(seed):
+    rng = random.Random(seed)
+    x, y = _random_scores(rng, rng.randint(3, 40))
+    if len(set(x)) == 1 or len(set(y)) == 1:
+        assert math.isnan(kendall_tau_b(x, y)) and math.isnan(spearman_rho(x, y))
+        return
+    assert len(set(x)) < len(x)   # the data has ties
+    assert kendall_tau_b(x, y) == pytest.approx(brute_tau_b(x, y), abs=1e-12)
+    assert spearman_rho(x, y) == pytest.approx(brute_rho(x, y), abs=1e-12)
+
+
+def test_against_scipy_when_available():
+    stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(7)
+    for _ in range(10):
+        x, y = _random_scores(rng, 30)
+        assert kendall_tau_b(x, y) == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
+        assert spearman_rho(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
+
+
+def test_perfect_and_reversed_orders():
+    x = [0.1, 0.5, 0.3, 0.9]
+    assert kendall_tau_b(x, [2 * v for v in x]) == pytest.approx(1.0)
+    assert spearman_rho(x, [-v for v in x]) == pytest.approx(-1.0)
+    assert math.isnan(kendall_tau_b([1, 1, 1], [1, 2, 3]))
+    assert list(average_ranks([0.2, 0.1, 0.2, 0.5])) == [2.5, 1.0, 2.5, 4.0]
+    with pytest.raises(ValueError, match="equally long"):
+        kendall_tau_b([1, 2], [1, 2, 3])
+
+
+def test_top_k_overlap():
+    x = [0.9, 0.8, 0.7, 0.1, 0.2, 0.3, 0.4, 0.5]
+    y = [0.9, 0.1, 0.7, 0.2, 0.3, 0.8, 0.4, 0.5]
+    assert top_k_overlap(x, y, 2) == 0.5         # {0, 1} vs {0, 5}
+    assert top_k_overlap(x, y, 3) == 2 / 3       # {0, 1, 2} vs {0, 5, 2}
+    assert top_k_overlap(x, x, 8) == 1.0
+    with pytest.raises(ValueError, match="k must be in"):
+        top_k_overlap(x, y, 0)
+
+
+def test_bin_gaps_in_points_over_equal_width_bins():
+    macs = [100, 120, 300, 500, 500]
+    standalone = [0.90, 0.91, 0.85, 0.92, 0.94]
+    supernet = [0.89, 0.90, 0.80, 0.93, 0.90]
+    rows = bin_gaps(macs, standalone, supernet, bins=4)   # width 100: [100,200) [200,300) [300,400) [400,500]
+    assert [row["archs"] for row in rows] == [2, 0, 1, 2]
+    assert rows[0]["gap_mean"] == pytest.approx(1.0) and rows[0]["gap_max"] == pytest.approx(1.0)
+    assert rows[1]["gap_mean"] is None and rows[1]["gap_max"] is None
+    assert rows[2]["gap_mean"] == pytest.approx(5.0)
+    assert rows[3]["gap_mean"] == pytest.approx(1.5) and rows[3]["gap_max"] == pytest.approx(4.0)
+    assert rows[0]["macs_low"] == 100 and rows[-1]["macs_high"] == 500

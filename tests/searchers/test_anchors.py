@@ -1,0 +1,111 @@
+"""Anchors: the archs the strategy trains at every step are evaluated first by every searcher."""
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from nas.core.arch import arch_id
+from nas.engine.search_runner import Constraints, run_search
+from searchers.optuna_storage import open_storage
+from tests.conftest import make_space
+from tests.searchers.stub import (  # noqa: F401
+    MAX_MACS,
+    StubEvaluator,
+    search_dir,
+    small_space,
+    target_arch,
+)
+
+SEARCHERS = ["random", "evolution", "optuna-tpe", "optuna-nsga2"]
+
+
+@pytest.fixture(scope="module")
+def space():
+    return small_space()
+
+
+def _records(out_dir):
+    return [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines()]
+
+
+def _search(space, out_dir, name, trials, target, anchors, budget=MAX_MACS, **kwargs):
+    evaluate = StubEvaluator(space, target)
+    result = run_search(space, evaluate, searcher=name, constraints=Constraints(max_macs=budget), trials=trials,
+                        seed=0, out_dir=out_dir, progress=False, tensorboard=False, anchors=anchors, **kwargs)
+    return result, evaluate
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_feasible_anchors_come_first_marked_and_inside_the_trial_count(space, search_dir, name):
+    low, high = space.min(), space.max()
+    assert space.macs(high) > MAX_MACS >= space.macs(low)      # the max anchor is infeasible
+    result, evaluate = _search(space, search_dir, name, 6, target_arch(space), [high, low, low])
+    records = _records(search_dir)
+    assert len(records) == 6 == result.evaluated == len(evaluate.calls)
+    assert records[0]["arch_id"] == arch_id(low) and records[0]["anchor"] is True
+    assert not any("anchor" in r for r in records[1:])
+    assert arch_id(high) not in evaluate.calls
+    summary = json.loads((search_dir / "summary.json").read_text())
+    assert summary["anchors"] == [arch_id(low)]
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_a_search_never_returns_worse_than_a_feasible_anchor(space, search_dir, name):
+    """The stub scores the min arch best: 5 evaluations would rarely find it by chance."""
+    low = space.min()
+    result, _ = _search(space, search_dir, name, 5, low, [space.max(), low])
+    assert result.best == low and result.record["anchor"] is True
+
+
+def test_both_anchors_under_a_budget_that_admits_them(space, search_dir):
+    _search(space, search_dir, "evolution", 4, target_arch(space), [space.max(), space.min()],
+            budget=space.macs(space.max()))
+    records = _records(search_dir)
+    assert [r["arch_id"] for r in records[:2]] == [arch_id(space.max()), arch_id(space.min())]
+    assert [r.get("anchor", False) for r in records] == [True, True, False, False]
+
+
+def test_one_trial_evaluates_only_the_first_anchor(space, search_dir):
+    result, evaluate = _search(space, search_dir, "random", 1, target_arch(space), [space.max(), space.min()],
+                               budget=space.macs(space.max()))
+    assert evaluate.calls == [arch_id(space.max())] and result.evaluated == 1
+
+
+def test_resumed_search_with_anchors_continues_exactly(space, search_dir):
+    anchors = [space.max(), space.min()]
+    options = {"population": 6}
+    _search(space, search_dir / "whole", "evolution", 20, target_arch(space), anchors, searcher_options=options)
+    _search(space, search_dir / "split", "evolution", 7, target_arch(space), anchors, searcher_options=options)
+    _, again = _search(space, search_dir / "split", "evolution", 20, target_arch(space), anchors,
+                       searcher_options=options)
+    assert len(again.calls) == 13 and arch_id(space.min()) not in again.calls
+    whole, split = _records(search_dir / "whole"), _records(search_dir / "split")
+    assert [r["arch_id"] for r in whole] == [r["arch_id"] for r in split]
+
+
+def test_optuna_anchors_are_study_trials_evaluated_once_by_two_workers(space, search_dir):
+    low = space.min()
+    url = f"sqlite:///{search_dir}/study.db"
+    for worker in (0, 1):   # one after the other: the second sees the first's anchor as done
+        _search(space, search_dir, "optuna-tpe", 4 + 2 * worker, target_arch(space), [space.max(), low],
+                storage=url, study="shared", worker=worker)
+    study = optuna.load_study(study_name="shared", storage=open_storage(url, search_dir))
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(complete) == 6
+    anchored = [t for t in complete if t.user_attrs["record"].get("anchor")]
+    assert len(anchored) == 1 and anchored[0].number == 0
+    assert anchored[0].system_attrs["fixed_params"] == low     # enqueued: a real trial the sampler sees
+    assert not study.get_trials(states=(TrialState.WAITING,))
+
+
+def test_dead_cells_stay_searchable(search_dir):
+    space = make_space("cell201", small=True, operations=("none", "skip_connect", "conv_1x1"))
+    dead = {key: "none" for key in space.choices()}
+    assert space.min() != dead and space.is_live(space.min())
+    result = run_search(space, lambda arch: {"val_top1": 0.5}, searcher="random", trials=10_000,
+                        out_dir=search_dir, progress=False, tensorboard=False, anchors=[space.max(), space.min()])
+    ids = [r["arch_id"] for r in _records(search_dir)]
+    assert arch_id(dead) in ids and len(ids) == len(space.enumerate()) == result.evaluated
