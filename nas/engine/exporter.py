@@ -2,13 +2,16 @@
 
 Files, written directly in the output directory (README, "Exports"):
 `model.pt2` (torch.export of the eval-mode model, dynamic batch), `weights.safetensors`,
-`arch.yaml`, `metrics.json`, and `timm.json` where the space maps to a timm model.
+`arch.yaml`, `metrics.json`, `timm.json` where the space maps to a timm model (with a
+`pretrained_cfg` giving timm the export's preprocessing), and `model.onnx` on request (the
+`onnx` extra: onnx and onnxscript to write it, onnxruntime to check it).
 
 The static model is checked against the supernet on the supernet's device (in exact float32:
 no TF32 on CUDA), then saved from the CPU, so the files load on any machine.
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -17,7 +20,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from nas.core.arch import arch_id, write_arch_file
-from nas.core.files import write_json
+from nas.core.errors import NasError
+from nas.core.files import atomic_file, write_json
 from nas.engine.counting import parameter_count
 from nas.engine.devices import exact_float32, module_device
 from search_spaces.base import Supernet
@@ -26,12 +30,53 @@ MAX_BATCH = 1 << 16
 # Off the CPU the supernet and the export run different kernels (sliced vs contiguous weights),
 # which sum in other orders: allow float32 rounding relative to the size of the outputs.
 DEVICE_TOLERANCE = 1e-4
+FORMATS = ("pt2", "onnx")
+# What `model.onnx` needs: torch's ONNX exporter imports onnx and onnxscript.
+ONNX_PACKAGES = ("onnx", "onnxscript")
 
 
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
     """torch.export of an eval-mode model with a dynamic batch dimension."""
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
     return torch.export.export(model.eval(), (example,), dynamic_shapes={"x": {0: batch}})
+
+
+def check_format(export_format: str) -> None:
+    """Fail before any work when `export_format` is unknown or its packages are missing."""
+    if export_format not in FORMATS:
+        raise NasError(f"--format: unknown format '{export_format}'; choose one of {', '.join(FORMATS)}")
+    if export_format == "onnx":
+        missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
+        if missing:
+            raise NasError(f"--format onnx: needs the package {' and '.join(missing)}, which is not installed; "
+                           "install the extra with: pip install 'nas[onnx]'")
+
+
+def save_onnx(static: nn.Module, example: torch.Tensor, path: Path) -> float | None:
+    """Write `model.onnx` (dynamic batch) through a temporary file; returns the largest |difference|
+    between onnxruntime and `static` on `example`, or None without onnxruntime."""
+    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+    program = torch.onnx.export(static.eval(), (example,), dynamo=True, dynamic_shapes={"x": {0: batch}},
+                                external_data=False)
+    with atomic_file(path, "wb") as f:
+        f.write(program.model_proto.SerializeToString())
+    if importlib.util.find_spec("onnxruntime") is None:
+        return None
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (output,) = session.run(None, {session.get_inputs()[0].name: example.numpy()})
+    with torch.no_grad():
+        return (torch.from_numpy(output) - static(example)).abs().max().item()
+
+
+def timm_pretrained_cfg(preprocessing: Mapping[str, Any], in_chans: int, num_classes: int) -> dict[str, Any]:
+    """timm's `pretrained_cfg` for an export: `timm.data.resolve_data_config(model=...)` then gives
+    the export's preprocessing (whole image resized to the resolution, no crop), not ImageNet's."""
+    size = int(preprocessing["resolution"])
+    return {"input_size": [in_chans, size, size], "interpolation": preprocessing["interpolation"],
+            "mean": list(preprocessing["mean"]), "std": list(preprocessing["std"]), "crop_pct": 1.0,
+            "crop_mode": "center", "num_classes": num_classes}
 
 
 def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str, Any],
@@ -52,7 +97,7 @@ def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str,
 
 def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path,
                 metrics: Mapping[str, Any] | None = None, preprocessing: Mapping[str, Any] | None = None,
-                tolerance: float = 1e-5) -> dict:
+                tolerance: float = 1e-5, export_format: str = "pt2") -> dict:
     """Export `arch` from `supernet` into `out_dir`; returns the metrics written.
 
     The static model is compared with the supernet on a seeded batch first, on the supernet's
@@ -80,10 +125,17 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
     write_arch_file(arch, out_dir / "arch.yaml")
     timm_config = supernet.timm_config(arch)
     if timm_config is not None:
+        if preprocessing is not None:
+            timm_config["pretrained_cfg"] = timm_pretrained_cfg(preprocessing, space.in_chans, space.num_classes)
         write_json(out_dir / "timm.json", timm_config)
     macs = space.macs(arch)
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
               "max_abs_difference": difference, "checked_on": str(device), **dict(metrics or {})}
+    if export_format == "onnx":
+        onnx_difference = save_onnx(static, example, out_dir / "model.onnx")
+        if onnx_difference is not None and not onnx_difference <= tolerance:
+            raise RuntimeError(f"model.onnx differs from the export by {onnx_difference:.3g} (> {tolerance:.3g})")
+        record["onnx_max_abs_difference"] = onnx_difference
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)
     write_json(out_dir / "metrics.json", record)

@@ -39,7 +39,17 @@ def write_pareto(out_dir: Path, records: Sequence[Record], costs: Sequence[str],
 
 
 def plot_pareto(path: Path, records: Sequence[Record], costs: Sequence[str],
-                budgets: Mapping[str, float | None]) -> None:
+                 budgets: Mapping[str, float | None]) -> None:
+    """`pareto_figure` saved as a PNG."""
+    from matplotlib import pyplot as plt
+
+    fig = pareto_figure(records, costs, budgets)
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, dpi=100, format="png")
+    plt.close(fig)
+
+
+def pareto_figure(records: Sequence[Record], costs: Sequence[str], budgets: Mapping[str, float | None]) -> Any:
     """One panel per cost: every result grey, the front highlighted, the budget dashed."""
     import matplotlib
     matplotlib.use("Agg")
@@ -60,6 +70,4 @@ def plot_pareto(path: Path, records: Sequence[Record], costs: Sequence[str],
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    with atomic_file(path, "wb") as f:
-        fig.savefig(f, dpi=100, format="png")
-    plt.close(fig)
+    return fig
