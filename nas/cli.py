@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", help="output directory (default runs/NAME/export/<arch_id>)")
     export.add_argument("--format", default="pt2", choices=FORMATS,
                         help="pt2 (default): model.pt2 and weights; onnx: model.onnx too "
-                        "(needs the onnx extra: pip install 'nas[onnx]')")
+                        "(needs the onnx extra: pip install -e '.[onnx]')")
     export.set_defaults(func=cmd_export)
 
     search = commands.add_parser("search", help="search a trained supernet for the best subnet under a budget")

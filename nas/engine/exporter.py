@@ -48,8 +48,8 @@ def check_format(export_format: str) -> None:
     if export_format == "onnx":
         missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
         if missing:
-            raise NasError(f"--format onnx: needs the package {' and '.join(missing)}, which is not installed; "
-                           "install the extra with: pip install 'nas[onnx]'")
+            raise NasError(f"--format onnx: needs {' and '.join(missing)}, not installed; install the onnx extra: "
+                           "pip install -e '.[onnx]' (in a checkout of nas)")
 
 
 def save_onnx(static: nn.Module, example: torch.Tensor, path: Path) -> float | None:
@@ -133,8 +133,11 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
               "max_abs_difference": difference, "checked_on": str(device), **dict(metrics or {})}
     if export_format == "onnx":
         onnx_difference = save_onnx(static, example, out_dir / "model.onnx")
-        if onnx_difference is not None and not onnx_difference <= tolerance:
-            raise RuntimeError(f"model.onnx differs from the export by {onnx_difference:.3g} (> {tolerance:.3g})")
+        with torch.no_grad():   # onnxruntime's kernels sum in other orders too
+            onnx_tolerance = max(tolerance, DEVICE_TOLERANCE * max(1.0, static(example).abs().max().item()))
+        if onnx_difference is not None and not onnx_difference <= onnx_tolerance:
+            raise RuntimeError(f"model.onnx differs from the export by {onnx_difference:.3g} "
+                               f"(> {onnx_tolerance:.3g})")
         record["onnx_max_abs_difference"] = onnx_difference
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)

@@ -1,8 +1,8 @@
 """Typed results of the API's stages: what `nas.evaluate`, `nas.export_subnet` and
 `nas.train_summary` return (the search's `SearchResult` lives with the search loop).
 
-Each is a dataclass with `to_json()` (what the CLI's `--json` prints); `result["top1"]` reads a
-field too, so scripts written against plain dicts keep working.
+Each is a dataclass with `to_json()` (what the CLI's `--json` prints); `result["top1"]` reads
+that JSON too, so scripts written against plain dicts keep working.
 """
 from __future__ import annotations
 
@@ -22,19 +22,18 @@ from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, find_run
 
 
 class JsonResult:
-    """Mixin for result dataclasses: `to_json()` and read access by field name."""
+    """Mixin for result dataclasses: `to_json()` and read access to its keys."""
 
     def to_json(self) -> dict[str, Any]:
         """The fields as JSON-ready values (paths as strings)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def __getitem__(self, key: str) -> Any:
-        if key not in {f.name for f in dataclasses.fields(self)}:
-            raise KeyError(key)
-        return getattr(self, key)
+        """`result[key]` reads the JSON form, as the dicts earlier versions returned."""
+        return self.to_json()[key]
 
     def keys(self) -> list[str]:
-        return [f.name for f in dataclasses.fields(self)]
+        return list(self.to_json())
 
 
 def _plain(value: Any) -> Any:
