@@ -29,9 +29,8 @@ def _version() -> str:
     from importlib import metadata
     try:
         return metadata.version("nas")
-    except metadata.PackageNotFoundError:    # a source checkout that is not installed
-        from nas import __version__
-        return __version__
+    except metadata.PackageNotFoundError:    # a source checkout run without `pip install -e .`
+        return "(not installed: no version metadata)"
 
 
 def _print_json(data: Any) -> None:
