@@ -2,6 +2,7 @@
 timm `pretrained_cfg` in exports, an optional ONNX export, TensorBoard config/hparams/figures."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
@@ -29,7 +30,6 @@ def trained(tmp_path_factory) -> tuple[Path, dict]:
     config.write_text(yaml_io.dumps(tiny_config(steps=8)))
     runs = root / "runs"
     capture = root / "stdout.json"
-    import contextlib
     with open(capture, "w") as out, contextlib.redirect_stdout(out):
         code = cli.main(["train", str(config), "--name", "tiny", "--runs-dir", str(runs), "--quiet", "--json",
                          "--device", "cpu"])
