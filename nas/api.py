@@ -24,6 +24,7 @@ from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
 from nas.engine.devices import resolve_device
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
+from nas.engine.results import EvalResult, ExportResult, TrainSummary, train_summary
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, find_run, open_run
 from nas.engine.sources import DataSource, build_source
 from search_spaces.base import ArchSpace, Supernet
@@ -32,10 +33,11 @@ from supernets.base import Strategy, restore_strategy, seeded_supernet
 if TYPE_CHECKING:
     from nas.engine.fidelity import FidelityResult
     from nas.engine.recipe import Recipe
+    from nas.engine.search_runner import SearchResult
 
-__all__ = ["Run", "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity",
-           "ground_truth", "latency_table", "load_config", "load_run", "resolve_arch", "search", "space_summary",
-           "train"]
+__all__ = ["EvalResult", "ExportResult", "Run", "TrainSummary", "build_space", "build_strategy", "build_supernet",
+           "evaluate", "export_subnet", "fidelity", "ground_truth", "latency_table", "load_config", "load_run",
+           "resolve_arch", "search", "space_summary", "train", "train_summary"]
 
 
 def build_space(config: RunConfig) -> ArchSpace:
@@ -241,19 +243,21 @@ def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
     return space.canonical(read_arch_file(spec))
 
 
-def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> dict[str, Any]:
+def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> EvalResult:
     """BN-recalibrated top-1/top-5 of `arch` on `split`, with its costs."""
     arch = resolve_arch(run.space, arch)
     result = run.evaluator.evaluate(arch, split)
     macs, params = run.space.costs(arch)
-    return {"arch": arch, "arch_id": arch_id(arch), "split": split, "top1": result.top1, "top5": result.top5,
-            "n_images": result.n_images, "macs": macs, "params": params, "step": run.step}
+    return EvalResult(arch, arch_id(arch), split, result.top1, result.top5, result.n_images, macs, params, run.step)
 
 
-def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | None = None) -> dict[str, Any]:
-    """Recalibrate BN, evaluate, and export `arch` to `out` (default `runs/NAME/export/<arch_id>`)."""
-    from nas.engine.exporter import check_export_dir, save_export
+def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | None = None,
+                  export_format: str = "pt2") -> ExportResult:
+    """Recalibrate BN, evaluate, and export `arch` to `out` (default `runs/NAME/export/<arch_id>`);
+    `export_format="onnx"` also writes `model.onnx` (the `onnx` extra)."""
+    from nas.engine.exporter import check_export_dir, check_format, save_export
 
+    check_format(export_format)     # a missing package fails before the evaluations
     arch = resolve_arch(run.space, arch)
     out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
     check_export_dir(out_dir, "--out" if out is not None else "RUN", run.space.params(arch))
@@ -265,8 +269,9 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
                "step": run.step, "run": str(run.dir.root)}
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
         record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
-                             preprocessing)
-    return {**record, "dir": str(out_dir)}
+                             preprocessing, export_format=export_format)
+    return ExportResult(record["arch_id"], record["macs"], record["flops"], record["params"], record["val_top1"],
+                        record["test_top1"], out_dir, record)
 
 
 # -- search ---------------------------------------------------------------------------------
@@ -336,7 +341,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
            device: str | torch.device | None = None,
            batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
-           workers: int = 1, progress: bool = True) -> Any:
+           workers: int = 1, progress: bool = True) -> SearchResult:
     """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
 
     `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's

@@ -22,6 +22,21 @@ from nas.core.errors import NasError
 MAX_ERROR_LINES = 3
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (`nas eval: error: argument --split: invalid choice ...`), exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    from importlib import metadata
+    try:
+        return metadata.version("nas")
+    except metadata.PackageNotFoundError:    # a source checkout run without `pip install -e .`
+        return "(not installed: no version metadata)"
+
+
 def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2))
 
@@ -47,6 +62,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     run = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet,
                     checkpoint=args.checkpoint, device=args.device)
     print(f"run: {run.root}", file=sys.stderr)
+    if args.json:
+        _print_json(api.train_summary(run).to_json())
     return 0
 
 
@@ -59,7 +76,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     result = api.evaluate(run, args.arch, args.split)
     if args.json:
-        _print_json(result)
+        _print_json(result.to_json())
     else:
         print(f"{result['arch_id']}  {args.split} top-1 {result['top1']:.4f}  top-5 {result['top5']:.4f}  "
               f"({result['n_images']} images)  MACs {format_amount(result['macs'])}  "
@@ -70,9 +87,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from nas import api
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
-    record = api.export_subnet(run, args.arch, args.out)
+    record = api.export_subnet(run, args.arch, args.out, args.format)
     if args.json:
-        _print_json(record)
+        _print_json(record.to_json())
     else:
         print(f"exported {record['arch_id']} to {record['dir']}: val top-1 {record['val_top1']:.4f}, "
               f"test top-1 {record['test_top1']:.4f}, MACs {format_amount(record['macs'])}, "
@@ -130,7 +147,12 @@ def cmd_latency_table(args: argparse.Namespace) -> int:
     from nas import api
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     path = api.latency_table(run, run.device, args.batch, args.threads, progress=not args.quiet)
-    print(path)
+    if args.json:
+        table = json.loads(path.read_text())
+        _print_json({"path": str(path), "device": table["device"], "entries": len(table["entries"]),
+                     "constant_ms": table.get("constant_ms")})
+    else:
+        print(path)
     return 0
 
 
@@ -155,10 +177,16 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    from nas.core.registry import SEARCHERS
+    from nas.engine.evaluator import SPLITS
+    from nas.engine.exporter import FORMATS
+
+    parser = _Parser(
         prog="nas", description="Weight-sharing neural architecture search: train one supernet, "
         "search it under a budget, export the subnet.",
         epilog=_registered(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"nas {_version()}",
+                        help="print the installed version of nas and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     space = commands.add_parser("space", help="size and min/max costs of a config's space")
     _add_config_args(space)
@@ -172,29 +200,35 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint", default="last.pt",
                        help="with --resume: the checkpoint of runs/NAME/checkpoints to continue from (default last.pt)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--json", action="store_true",
+                       help="print the final summary as JSON on stdout (run, step, epoch, val_top1 per monitored arch)")
     _add_device(train)
     _add_runs_dir(train)
     train.set_defaults(func=cmd_train)
 
     evaluate = commands.add_parser("eval", help="BN-recalibrated accuracy of a subnet of a trained run")
     _add_run_args(evaluate)
-    evaluate.add_argument("--split", default="val", help="val (default) or test")
+    evaluate.add_argument("--split", default="val", choices=SPLITS, help="split to score (default val)")
     evaluate.set_defaults(func=cmd_eval)
 
     export = commands.add_parser("export", help="export a subnet as a standalone model")
     _add_run_args(export)
     export.add_argument("--out", help="output directory (default runs/NAME/export/<arch_id>)")
+    export.add_argument("--format", default="pt2", choices=FORMATS,
+                        help="pt2 (default): model.pt2 and weights; onnx: model.onnx too "
+                        "(needs the onnx extra: pip install -e '.[onnx]')")
     export.set_defaults(func=cmd_export)
 
     search = commands.add_parser("search", help="search a trained supernet for the best subnet under a budget")
     search.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
-    search.add_argument("--searcher", default="evolution", help="random, evolution, optuna-tpe, optuna-nsga2")
+    search.add_argument("--searcher", default="evolution", choices=SEARCHERS.names(),
+                        help="registered searcher (default evolution)")
     search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet)")
     search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")
     search.add_argument("--max-latency-ms", type=float, help="latency budget in ms on --device at --batch")
     search.add_argument("--batch", type=int, default=1, help="latency batch size (default 1)")
     search.add_argument("--trials", type=int, default=50, help="distinct archs to evaluate in total (default 50)")
-    search.add_argument("--seed", type=int, default=0)
+    search.add_argument("--seed", type=int, default=0, help="search seed (default 0; worker k uses seed + k)")
     search.add_argument("--storage", help="Optuna storage URL (sqlite:///f.db, postgresql://..., journal:///f.log)")
     search.add_argument("--study", help="Optuna study name (also the search directory name)")
     search.add_argument("--workers", type=int, default=1,
@@ -239,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--threads", type=int, help="CPU threads while measuring (default: torch's)")
     table.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
     table.add_argument("--quiet", action="store_true", help="no progress bar")
+    table.add_argument("--json", action="store_true",
+                       help="print JSON on stdout (table path, device, number of entries, constant_ms)")
     _add_device(table)
     _add_runs_dir(table)
     table.set_defaults(func=cmd_latency_table)

@@ -2,7 +2,9 @@
 
 Only this module touches timm's model builders (`_efficientnet_builder` is private, hence the
 pin to the timm 1.0 series). `timm.json` names the model class (`MobileNetV3`,
-`VisionTransformer`) and its constructor arguments.
+`VisionTransformer`), its constructor arguments and a `pretrained_cfg` (input size, mean/std,
+interpolation), which the rebuilt model carries so `timm.data.resolve_data_config(model=model)`
+gives the export's preprocessing.
 """
 from __future__ import annotations
 
@@ -42,7 +44,11 @@ def build_timm_model(config: dict | str | Path) -> nn.Module:
     """A timm model from a `timm.json` dict or file (random weights: load `weights.safetensors`)."""
     if not isinstance(config, dict):
         config = json.loads(Path(config).read_text())
-    return BUILDERS[config["model"]](config)
+    model = BUILDERS[config["model"]](config)
+    if "pretrained_cfg" in config:
+        model.pretrained_cfg = dict(config["pretrained_cfg"])
+        model.default_cfg = model.pretrained_cfg     # the older name timm still reads
+    return model
 
 
 def load_timm_export(export_dir: str | Path) -> Any:

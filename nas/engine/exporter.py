@@ -1,8 +1,10 @@
 """Export a subnet: a static module of plain torch layers, checked and saved.
 
 Files, in the output directory (README, "Exports"): `model.pt2` (torch.export of the eval-mode
-model, dynamic batch), `weights.safetensors`, `arch.yaml`, `metrics.json`, and `timm.json` where
-the space maps to a timm model. They are written into a temporary folder beside the output
+model, dynamic batch), `weights.safetensors`, `arch.yaml`, `metrics.json`, `timm.json` where
+the space maps to a timm model (with a `pretrained_cfg` giving timm the export's
+preprocessing), and `model.onnx` on request (the `onnx` extra: onnx and onnxscript to write
+it, onnxruntime to check it). They are written into a temporary folder beside the output
 directory, which then replaces it in one rename: an interrupted export leaves the previous
 export (or nothing) in place, never a mix. An existing output directory is replaced only if
 it holds nothing but export files.
@@ -12,6 +14,7 @@ no TF32 on CUDA), then saved from the CPU, so the files load on any machine.
 """
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 from pathlib import Path
@@ -22,14 +25,14 @@ from safetensors.torch import save
 from torch import nn
 
 from nas.core.arch import arch_id, write_arch_file
-from nas.core.errors import PathError
+from nas.core.errors import NasError, PathError
 from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
 from nas.engine.counting import parameter_count
 from nas.engine.devices import exact_float32, module_device
 from search_spaces.base import Supernet
 
 MAX_BATCH = 1 << 16
-EXPORT_FILES = ("model.pt2", "weights.safetensors", "arch.yaml", "metrics.json", "timm.json")
+EXPORT_FILES = ("model.pt2", "weights.safetensors", "arch.yaml", "metrics.json", "timm.json", "model.onnx")
 
 
 def check_export_dir(out_dir: str | Path, flag: str, params: int = 0) -> Path:
@@ -46,15 +49,67 @@ def check_export_dir(out_dir: str | Path, flag: str, params: int = 0) -> Path:
                             f"empty folder")
     check_writable(out_dir.parent, flag, need_bytes=2 * 4 * params * 2)
     return out_dir
+
+
 # Off the CPU the supernet and the export run different kernels (sliced vs contiguous weights),
 # which sum in other orders: allow float32 rounding relative to the size of the outputs.
 DEVICE_TOLERANCE = 1e-4
+FORMATS = ("pt2", "onnx")
+# What `model.onnx` needs: torch's ONNX exporter imports onnx and onnxscript.
+ONNX_PACKAGES = ("onnx", "onnxscript")
 
 
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
     """torch.export of an eval-mode model with a dynamic batch dimension."""
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
     return torch.export.export(model.eval(), (example,), dynamic_shapes={"x": {0: batch}})
+
+
+def check_format(export_format: str) -> None:
+    """Fail before any work when `export_format` is unknown or its packages are missing."""
+    if export_format not in FORMATS:
+        raise NasError(f"--format: unknown format '{export_format}'; choose one of {', '.join(FORMATS)}")
+    if export_format == "onnx":
+        missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
+        if missing:
+            raise NasError(f"--format onnx: needs {' and '.join(missing)}, not installed; install the onnx extra: "
+                           "pip install -e '.[onnx]' (in a checkout of nas)")
+
+
+def save_onnx(static: nn.Module, example: torch.Tensor, path: Path) -> float | None:
+    """Write `model.onnx` (dynamic batch) through a temporary file; returns the largest |difference|
+    between onnxruntime and `static` on `example`, or None without onnxruntime."""
+    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+    program = torch.onnx.export(static.eval(), (example,), dynamo=True, dynamic_shapes={"x": {0: batch}},
+                                external_data=False)
+    with atomic_file(path, "wb") as f:
+        f.write(program.model_proto.SerializeToString())
+    if importlib.util.find_spec("onnxruntime") is None:
+        return None
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (output,) = session.run(None, {session.get_inputs()[0].name: example.numpy()})
+    with torch.no_grad():
+        return (torch.from_numpy(output) - static(example)).abs().max().item()
+
+
+def _save_checked_onnx(static: nn.Module, example: torch.Tensor, path: Path, tolerance: float) -> float | None:
+    difference = save_onnx(static, example, path)
+    with torch.no_grad():   # onnxruntime's kernels sum in other orders too
+        onnx_tolerance = max(tolerance, DEVICE_TOLERANCE * max(1.0, static(example).abs().max().item()))
+    if difference is not None and not difference <= onnx_tolerance:
+        raise RuntimeError(f"model.onnx differs from the export by {difference:.3g} (> {onnx_tolerance:.3g})")
+    return difference
+
+
+def timm_pretrained_cfg(preprocessing: Mapping[str, Any], in_chans: int, num_classes: int) -> dict[str, Any]:
+    """timm's `pretrained_cfg` for an export: `timm.data.resolve_data_config(model=...)` then gives
+    the export's preprocessing (whole image resized to the resolution, no crop), not ImageNet's."""
+    size = int(preprocessing["resolution"])
+    return {"input_size": [in_chans, size, size], "interpolation": preprocessing["interpolation"],
+            "mean": list(preprocessing["mean"]), "std": list(preprocessing["std"]), "crop_pct": 1.0,
+            "crop_mode": "center", "num_classes": num_classes}
 
 
 def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str, Any],
@@ -75,7 +130,7 @@ def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str,
 
 def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path,
                 metrics: Mapping[str, Any] | None = None, preprocessing: Mapping[str, Any] | None = None,
-                tolerance: float = 1e-5) -> dict:
+                tolerance: float = 1e-5, export_format: str = "pt2") -> dict:
     """Export `arch` from `supernet` into `out_dir`; returns the metrics written.
 
     The static model is compared with the supernet on a seeded batch first, on the supernet's
@@ -112,6 +167,10 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
         write_arch_file(arch, tmp / "arch.yaml")
         timm_config = supernet.timm_config(arch)
         if timm_config is not None:
+            if preprocessing is not None:
+                timm_config["pretrained_cfg"] = timm_pretrained_cfg(preprocessing, space.in_chans, space.num_classes)
             write_json(tmp / "timm.json", timm_config)
+        if export_format == "onnx":     # a failed check leaves the previous export in place
+            record["onnx_max_abs_difference"] = _save_checked_onnx(static, example, tmp / "model.onnx", tolerance)
         write_json(tmp / "metrics.json", record)
     return record

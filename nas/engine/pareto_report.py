@@ -41,6 +41,11 @@ def write_pareto(out_dir: Path, records: Sequence[Record], costs: Sequence[str],
 
 def plot_pareto(path: Path, records: Sequence[Record], costs: Sequence[str],
                 budgets: Mapping[str, float | None]) -> None:
+    """`pareto_figure` saved as a PNG."""
+    save_png(pareto_figure(records, costs, budgets), path)
+
+
+def pareto_figure(records: Sequence[Record], costs: Sequence[str], budgets: Mapping[str, float | None]) -> Any:
     """One panel per cost: every result grey, the front highlighted, the budget dashed."""
     plt = pyplot()
     fig, axes = plt.subplots(1, len(costs), figsize=(5 * len(costs), 4), squeeze=False)
@@ -57,4 +62,5 @@ def plot_pareto(path: Path, records: Sequence[Record], costs: Sequence[str],
         ax.set_ylabel("validation top-1 (%)")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
-    save_png(fig, path)
+    fig.tight_layout()
+    return fig

@@ -43,11 +43,13 @@ from torch import nn
 from nas.core.arch import Arch, arch_id, write_arch_file
 from nas.core.errors import ConfigError, SearchError, clip_words
 from nas.core.files import write_json
+from nas.core.pareto import front as pareto_front
 from nas.core.registry import SEARCHERS
 from nas.core.schema import Problems, convert_dataclass
 from nas.engine.latency import LatencyTable, measure
 from nas.engine.locks import folder_lock
-from nas.engine.pareto_report import write_pareto
+from nas.engine.pareto_report import pareto_figure, write_pareto
+from nas.engine.results import to_dataframe
 from nas.engine.search_results import append_record, read_results, unique_records
 from search_spaces.base import ArchSpace
 from searchers.base import Record, SearchContext, Searcher, best_record, check_settings
@@ -93,6 +95,8 @@ class SearchResult:
         record: The best arch's results.jsonl record.
         latency_check: Predicted vs measured latency of `best` (None without a table and export).
         notes: Things the caller should tell the user (fewer feasible archs than asked...).
+        front: The records on the Pareto front of val_top1 against MACs, by increasing MACs.
+        trials: Every evaluated record of the search (results.jsonl), in trial order.
     """
 
     best: Arch
@@ -107,6 +111,13 @@ class SearchResult:
     record: Record
     latency_check: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    front: list[Record] = field(default_factory=list)
+    trials: list[Record] = field(default_factory=list)
+
+    def to_dataframe(self) -> Any:
+        """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
+        per choice (needs pandas, which nas does not install)."""
+        return to_dataframe(self.trials, "SearchResult.to_dataframe")
 
     def to_json(self) -> dict[str, Any]:
         """What `nas search --json` prints: `{"best", "val_top1", "macs", "dir", ...}`."""
@@ -229,6 +240,11 @@ class _Log:
                 scalars["latency_ms"] = record["latency_ms"]
             for name, value in scalars.items():
                 self.writer.add_scalar(f"search/{name}", value, done)
+
+    def figure(self, tag: str, make: Callable[[], Any], step: int) -> None:
+        """A matplotlib figure in TensorBoard's Images tab (made only when TensorBoard is on)."""
+        if self.writer is not None:
+            self.writer.add_figure(tag, make(), step, close=True)
 
     def close(self) -> None:
         self.bar.close()
@@ -410,11 +426,15 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
                 new = _loop(active, space, evaluate, budgets, costs_of, target, max_rejections, out_dir, log,
                             frozenset(arch_id(a) for a in first))
             finally:
-                log.close()
                 history = active.history()
-                if history:  # also when the loop failed: what was evaluated is kept
-                    write_pareto(out_dir, history, cost_names, budgets)
-                    write_arch_file(best_record(history)["arch"], out_dir / "best.yaml")
+                try:
+                    if history:  # also when the loop failed: what was evaluated is kept
+                        write_pareto(out_dir, history, cost_names, budgets)
+                        write_arch_file(best_record(history)["arch"], out_dir / "best.yaml")
+                        log.figure("search/pareto", lambda: pareto_figure(history, cost_names, budgets),
+                                   len(history))
+                finally:
+                    log.close()
         finally:
             active.close()
         best = best_record(history)
@@ -424,7 +444,8 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
             notes.append(f"latency of the best arch: predicted {check['predicted_ms']:.3f} ms, measured "
                          f"{check['measured_ms']:.3f} ms ({check['error_pct']:+.1f}%)")
         result = SearchResult(best["arch"], best["arch_id"], best["val_top1"], best["macs"], best["params"],
-                              best.get("latency_ms"), out_dir, len(history), new, best, check, notes)
+                              best.get("latency_ms"), out_dir, len(history), new, best, check, notes,
+                              pareto_front(history, "macs"), sorted(history, key=lambda r: r["trial"]))
         write_json(out_dir / "summary.json", {**result.to_json(), "searcher": searcher,
                                                "options": active.resolved_options(), "seed": seed, "worker": worker,
                                                "trials": trials, "target": target, "budgets": budgets, "record": best,

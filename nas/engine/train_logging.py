@@ -1,4 +1,5 @@
-"""Training logs: tqdm progress on stderr and TensorBoard scalars under `runs/<name>/tb`."""
+"""Training logs: tqdm progress on stderr and TensorBoard under `runs/<name>/tb`: scalars, the
+resolved config as text, and the run's hyperparameters with its final accuracies (HPARAMS tab)."""
 from __future__ import annotations
 
 import signal
@@ -7,7 +8,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from nas.core import yaml_io
 from nas.engine.run_dir import RunDir
+
+HPARAM_TYPES = (bool, int, float, str)
 
 
 class TrainLogger:
@@ -28,6 +32,9 @@ class TrainLogger:
             self.writer = SummaryWriter(str(t.run.tb))
             self.bar = tqdm(total=t.total_steps, initial=t.state.step, desc=f"train {t.run.name}",
                             file=sys.stderr, disable=not t.progress, dynamic_ncols=True, leave=True)
+            # indented: TensorBoard renders text as Markdown, and this keeps the YAML verbatim
+            text = "\n".join("    " + line for line in yaml_io.dumps(t.config.to_dict()).splitlines())
+            self.writer.add_text("config", text, t.state.step)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -61,6 +68,20 @@ class TrainLogger:
                 self.writer.add_scalar(f"val/top1_{key[len('val_top1_'):]}", value, record["step"])
         scores = "  ".join(f"{k[len('val_top1_'):]} {v:.4f}" for k, v in record.items() if k.startswith("val_top1_"))
         tqdm.write(f"epoch {record['epoch']} step {record['step']}: val top-1 {scores}", file=sys.stderr)
+        if record["step"] == self.trainer.total_steps:
+            self.hparams(record)
+
+    def hparams(self, record: dict) -> None:
+        """The config's scalar keys as hyperparameters, with the final validation top-1 of each
+        monitored arch (`hparams/val_top1_min`, `..._max`) as their metrics."""
+        from torch.utils.tensorboard.summary import hparams
+
+        metrics = {f"hparams/{k}": v for k, v in record.items() if k.startswith("val_top1_")}
+        experiment, start, end = hparams(flat_hparams(self.trainer.config.to_dict()), metrics)
+        for summary in (experiment, start, end):
+            self.writer.file_writer.add_summary(summary)
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, record["step"])
 
     def restructured(self, step: int, reason: str) -> None:
         """The strategy changed its model's structure at `step` (e.g. a few-shot split)."""
@@ -68,6 +89,19 @@ class TrainLogger:
             return
         self.writer.add_text("train/restructure", reason, step)
         tqdm.write(f"step {step}: {reason}", file=sys.stderr)
+
+
+def flat_hparams(data: dict, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of a nested config with the values TensorBoard accepts (lists as text; None left out)."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(flat_hparams(value, f"{prefix}{key}."))
+        elif isinstance(value, HPARAM_TYPES):
+            flat[f"{prefix}{key}"] = value
+        elif isinstance(value, (list, tuple)):
+            flat[f"{prefix}{key}"] = str(value)
+    return flat
 
 
 def interrupted_message(run: RunDir, signum: int, step: int) -> str:

@@ -60,7 +60,7 @@ def test_arch_file_that_does_not_validate(capsys, trained, tmp_path, verb):
 
 def test_unknown_split(capsys, trained):
     _one_line_error(capsys, ["eval", "tiny", "--runs-dir", str(trained), "--arch", "max", "--split", "train"],
-                    "--split: unknown split 'train'; choose one of val, test")
+                    "argument --split: invalid choice: 'train'")
 
 
 def test_train_refuses_an_existing_name_and_a_contradicting_resume(capsys, trained, tmp_path):
