@@ -70,6 +70,10 @@ class ArchSpace(abc.ABC):
         """Every choice name with its allowed values, in order."""
         return dict(self._choices)
 
+    def gates(self) -> dict[str, Gate]:
+        """Gated choice -> its gate (choices absent are always active; cell spaces have none)."""
+        return dict(self._gates)
+
     def active_keys(self, arch: Mapping[str, Value]) -> set[str]:
         """The choices that change the network for this arch."""
         return {key for key in self._choices
@@ -276,6 +280,17 @@ class Supernet(nn.Module, abc.ABC):
         if source.uses_arch and self.active_arch:
             source.bind(self.space.encode(self.active_arch))
         return previous
+
+    def soft_keys(self) -> tuple[str, ...]:
+        """Choices this supernet can relax into prefix masks (`set_soft`); none by default."""
+        return ()
+
+    def set_soft(self, arch: Mapping[str, Any], weights: Mapping[str, torch.Tensor]) -> Arch:
+        """Activate `arch` with every key of `soft_keys()` relaxed: the widest value is
+        configured and `weights[key]` (choice weights, e.g. a Gumbel-softmax one-hot) mixes the
+        prefix masks of its values into the activations, so the loss differentiates w.r.t. the
+        weights. The next `set_active` returns to the plain path. Returns the configured arch."""
+        raise NotImplementedError(f"space '{self.space.name}' has no soft (masked) choices")
 
     @abc.abstractmethod
     def _configure(self, arch: Arch) -> None:

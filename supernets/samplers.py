@@ -41,7 +41,10 @@ class StepFeedback:
     `io.all_reduce_mean` (a collective: every rank calls it alike), so every rank learns the
     same thing. `probe(arch, images, labels)` gives the label loss of any arch on a batch
     without changing weights or buffers; `io` is the step's `supernets.base.StepIO`
-    (`io.batches` draws seeded train/val batches, the same on every rank).
+    (`io.batches` draws seeded train/val batches, the same on every rank). `subnet_for(arch)`
+    returns the live, unwrapped supernet that computes `arch`, with `arch` active: a sampler
+    may run its own passes on it (a gradient probe, a generator's task loss) provided it
+    leaves weights, gradients and buffers as it found them.
     """
 
     step: int
@@ -49,6 +52,7 @@ class StepFeedback:
     losses: Sequence[float]
     probe: Callable[..., float] | None = None
     io: Any = None
+    subnet_for: Callable[..., Any] | None = None
 
 
 class Sampler(abc.ABC):
@@ -67,6 +71,10 @@ class Sampler(abc.ABC):
     def observe(self, feedback: StepFeedback) -> None:
         """Learn from a finished step (before the optimiser step); by default nothing."""
         del feedback
+
+    def logs(self) -> dict[str, float]:
+        """Scalars to log after the step (TensorBoard `train/<key>`); by default none."""
+        return {}
 
     def state_dict(self) -> dict:
         return {}
