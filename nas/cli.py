@@ -111,6 +111,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from nas import api
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+    result = api.generate(run, args.max_macs, args.seed, args.out)
+    if args.json:
+        _print_json(result)
+    else:
+        how = "shrunk to fit" if result["shrunk"] else f"attempt {result['attempts']}"
+        print(f"{result['arch_id']}: MACs {format_amount(result['macs'])} <= {format_amount(result['max_macs'])} "
+              f"({how}), params {format_amount(result['params'])}, written to {result['file']}")
+    return 0
+
+
 def cmd_latency_table(args: argparse.Namespace) -> int:
     from nas import api
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
@@ -171,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = commands.add_parser("search", help="search a trained supernet for the best subnet under a budget")
     search.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
-    search.add_argument("--searcher", default="evolution", help="random, evolution, optuna-tpe, optuna-nsga2")
+    search.add_argument("--searcher", default="evolution",
+                        help="random, evolution, optuna-tpe, optuna-nsga2, generator (shiftnas runs)")
     search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet)")
     search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")
     search.add_argument("--max-latency-ms", type=float, help="latency budget in ms on --device at --batch")
@@ -193,6 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device(search, " (evaluation, and latency with --max-latency-ms)")
     _add_runs_dir(search)
     search.set_defaults(func=cmd_search)
+
+    generate = commands.add_parser("generate", help="an arch within a MACs budget from a shiftnas run's generator")
+    generate.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
+    generate.add_argument("--max-macs", required=True, help="MACs budget, e.g. 4M, or 50%% (as nas search)")
+    generate.add_argument("--seed", type=int, default=0, help="noise seed of the generator (default 0)")
+    generate.add_argument("--out", help="arch file to write (default runs/NAME/generate/<arch_id>.yaml)")
+    generate.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
+    generate.add_argument("--json", action="store_true", help="print JSON on stdout")
+    _add_device(generate)
+    _add_runs_dir(generate)
+    generate.set_defaults(func=cmd_generate)
 
     table = commands.add_parser("latency-table", help="measure a per-layer latency lookup table on a device")
     table.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")

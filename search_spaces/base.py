@@ -183,6 +183,22 @@ class ArchSpace(abc.ABC):
         a, b = self.canonical(a), self.canonical(b)
         return self.canonical({key: (a[key] if rng.random() < 0.5 else b[key]) for key in self._choices})
 
+    def shrink(self, arch: Mapping[str, Any], max_macs: float) -> Arch:
+        """`arch` with choices lowered one step at a time until its MACs fit `max_macs`: each
+        time the change that fits with the most MACs left if one does, else the one that saves
+        the most. Raises `ArchError` when even the min arch does not fit."""
+        if self.macs(self.min()) > max_macs:
+            raise ArchError(f"no arch of space '{self.name}' fits {max_macs:g} MACs "
+                            f"(the smallest has {self.macs(self.min())})")
+        arch = self.canonical(arch)
+        while self.macs(arch) > max_macs:
+            lowered = [self.canonical({**arch, key: values[values.index(arch[key]) - 1]})
+                       for key, values in self._choices.items()
+                       if key in self.active_keys(arch) and values.index(arch[key]) > 0]
+            fitting = [a for a in lowered if self.macs(a) <= max_macs]
+            arch = max(fitting, key=self.macs) if fitting else min(lowered, key=self.macs)
+        return arch
+
     def enumerate(self) -> list[Arch]:
         """Every distinct canonical arch (only for small spaces: raises above 10^6 raw archs)."""
         if self.raw_size() > 1_000_000:

@@ -28,7 +28,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from nas.core.arch import Arch
-from nas.core.errors import ConfigError
 from nas.core.rng import python_rng, torch_generator
 from search_spaces.base import ArchSpace
 from supernets.base import preserved_buffers
@@ -123,13 +122,14 @@ class GeneratorTrainer:
         return weights, arch
 
     @torch.no_grad()
-    def propose(self, target: float, generator: torch.Generator, sample: bool) -> Arch:
+    def propose(self, target: float, generator: torch.Generator, sample: bool, temperature: float = 1.0) -> Arch:
         """An arch for `target` MACs: the most likely value of every choice, or (`sample`) a
-        Gumbel draw from the generator's logits."""
+        Gumbel draw at `temperature` from the generator's logits."""
         noise = torch.randn(NOISE, generator=generator)
         logits = self.net(torch.tensor(float(self.cost.scaled(target))), noise)
         choices = self.space.choices()
-        picks = [int(gumbel_softmax(l, 1.0, generator).argmax()) if sample else int(l.argmax()) for l in logits]
+        picks = [int(gumbel_softmax(l, temperature, generator).argmax()) if sample else int(l.argmax())
+                 for l in logits]
         return self.space.canonical({key: choices[key][i] for key, i in zip(self.keys, picks)})
 
     def cost_term(self, weights: Mapping[str, torch.Tensor], target: float) -> torch.Tensor:
@@ -137,6 +137,18 @@ class GeneratorTrainer:
         of the relaxed choices equals the target."""
         return self.options.cost_weight * (self.cost.scaled(self.cost.expected(weights))
                                            - self.cost.scaled(target)) ** 2
+
+    def generate(self, max_macs: float, seed: int, attempts: int = 16) -> tuple[Arch, int, bool]:
+        """An arch within `max_macs`, conditioned on that budget: the most likely choices for each
+        of `attempts` seeded noise vectors, the first that fits, else the first one shrunk to
+        fit (`ArchSpace.shrink`). Returns (arch, attempts used, whether it was shrunk)."""
+        first = None
+        for attempt in range(attempts):
+            arch = self.propose(max_macs, torch_generator(seed, "generate", attempt), sample=False)
+            if self.space.macs(arch) <= max_macs:
+                return arch, attempt + 1, False
+            first = first if first is not None else arch
+        return self.space.shrink(first, max_macs), attempts, True
 
     def loss(self, feedback: Any, restore: ExitStack, target: float, generator: torch.Generator
              ) -> tuple[torch.Tensor, Arch]:
@@ -182,32 +194,3 @@ class GeneratorTrainer:
     def load_state_dict(self, state: dict) -> None:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
-
-
-def repair(space: ArchSpace, arch: Arch, max_macs: float) -> Arch:
-    """Lower choices one step at a time until `arch` fits `max_macs`: the change that fits with
-    the most MACs left if one does, else the one that saves the most (the min arch must fit)."""
-    arch = space.canonical(arch)
-    choices = space.choices()
-    while space.macs(arch) > max_macs:
-        lowered = [space.canonical({**arch, key: choices[key][choices[key].index(arch[key]) - 1]})
-                   for key in sorted(space.active_keys(arch)) if choices[key].index(arch[key]) > 0]
-        if not lowered:
-            raise ConfigError(f"--max-macs: no arch of space '{space.name}' fits {max_macs:g} MACs")
-        fitting = [a for a in lowered if space.macs(a) <= max_macs]
-        arch = max(fitting, key=space.macs) if fitting else min(lowered, key=space.macs)
-    return arch
-
-
-def generate(trainer: GeneratorTrainer, max_macs: float, seed: int, attempts: int = 16) -> tuple[Arch, int, bool]:
-    """An arch within `max_macs` from the generator conditioned on that budget: the most likely
-    choices for each of `attempts` seeded noise vectors, the first that fits; otherwise the first
-    one repaired. Returns (arch, attempts used, whether it was repaired)."""
-    first = None
-    for attempt in range(attempts):
-        arch = trainer.propose(max_macs, torch_generator(seed, "generate", attempt), sample=False)
-        if trainer.space.macs(arch) <= max_macs:
-            return arch, attempt + 1, False
-        first = first if first is not None else arch
-    return repair(trainer.space, first, max_macs), attempts, True
-

@@ -353,7 +353,8 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
                constraints: Constraints = Constraints(), trials: int = 100, seed: int = 0, out_dir: str | Path,
                storage: str | None = None, study: str | None = None, worker: int = 0,
                latency: LatencyTable | None = None, export: Callable[[Arch], nn.Module] | None = None,
-               progress: bool = True, tensorboard: bool = True, max_rejections: int = MAX_REJECTIONS) -> SearchResult:
+               progress: bool = True, tensorboard: bool = True, max_rejections: int = MAX_REJECTIONS,
+               generator: Any = None) -> SearchResult:
     """Search `space` for the most accurate arch within `constraints` (see the module docstring).
 
     Args:
@@ -373,6 +374,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
             arch is measured on the table's device to report the table's error.
         progress, tensorboard: tqdm bar on stderr; scalars under `out_dir/tb`.
         max_rejections: Infeasible or duplicate suggestions in a row before giving up.
+        generator: The run's architecture generator, for `searcher: generator` (None: none).
     """
     entry = SEARCHERS.get(searcher)
     options = parse_searcher_options(searcher, searcher_options)
@@ -390,7 +392,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
     cost_names = ("macs", *(c for c in ("params", "latency_ms") if c in budgets))
     context = SearchContext(space, trials, seed + worker, worker, cost_names, budgets, out_dir, storage, study,
                             settings, None if shared else _local_state(out_dir, settings),
-                            _feasible(space, budgets, costs_of))
+                            _feasible(space, budgets, costs_of), generator)
     active = entry.obj(context, options)
     try:
         target, notes = _prepare(active, context)
