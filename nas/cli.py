@@ -209,14 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.set_defaults(func=cmd_search)
 
     generate = commands.add_parser("generate", help="an arch within a MACs budget from a shiftnas run's generator")
-    generate.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
+    _add_run_args(generate, arch=False)
     generate.add_argument("--max-macs", required=True, help="MACs budget, e.g. 4M, or 50%% (as nas search)")
     generate.add_argument("--seed", type=int, default=0, help="noise seed of the generator (default 0)")
     generate.add_argument("--out", help="arch file to write (default runs/NAME/generate/<arch_id>.yaml)")
-    generate.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
-    generate.add_argument("--json", action="store_true", help="print JSON on stdout")
-    _add_device(generate)
-    _add_runs_dir(generate)
     generate.set_defaults(func=cmd_generate)
 
     table = commands.add_parser("latency-table", help="measure a per-layer latency lookup table on a device")
@@ -239,9 +235,10 @@ def _add_device(parser: argparse.ArgumentParser, what: str = "") -> None:
     parser.add_argument("--device", help=f"cpu, cuda or cuda:N{what} (default: cuda when available, else cpu)")
 
 
-def _add_run_args(parser: argparse.ArgumentParser) -> None:
+def _add_run_args(parser: argparse.ArgumentParser, arch: bool = True) -> None:
     parser.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
-    parser.add_argument("--arch", required=True, help=_arch_help())
+    if arch:
+        parser.add_argument("--arch", required=True, help=_arch_help())
     parser.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     _add_device(parser)

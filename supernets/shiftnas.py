@@ -9,7 +9,8 @@ probabilities, then an arch inside that bin:
 1. Bins: `bins` equal-width MACs intervals between the min and max archs (open: the paper
    steps 0.1 GFLOPs, far coarser than a Fashion-MNIST space's whole range). Archs inside a bin
    come from the per-bin choice distributions of the table attentive sampling builds
-   (`supernets.attentive_table`). Bins no table arch reaches are masked (probability 0).
+   (`supernets.attentive_table`) plus the min and max archs. Bins no table arch reaches are
+   masked (probability 0).
 2. Probabilities `softmax(theta)` over the reachable bins; `theta = 0` (uniform over bins,
    not over archs) for the first `warmup_epochs`. Each slot draws its bin with the Gumbel-max
    trick from a seeded generator: a pure function of (seed, step, slot) and `theta`, so every
@@ -48,7 +49,7 @@ from nas.core.errors import ConfigError
 from nas.core.registry import SAMPLERS
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
-from supernets.attentive_table import BinnedTable
+from supernets.attentive_table import ArchTable, BinnedTable, Row
 from supernets.base import preserved_buffers
 from supernets.samplers import Sampler, ScoreFn, Slot, StepFeedback
 
@@ -111,6 +112,16 @@ class ShiftNASSampler(BinnedTable, Sampler):
             from supernets.arch_generator import GeneratorTrainer
             self.generator = GeneratorTrainer(space, options, seed)
         self.last_scores: list[float] | None = None
+
+    @property
+    def table(self) -> ArchTable:
+        """The attentive table with the min and max archs added (non-uniform rows), so the end
+        bins, which uniform sampling rarely reaches, can be drawn."""
+        if self._table is None:
+            base = BinnedTable.table.fget(self)
+            ends = [Row(arch, self.space.macs(arch), False) for arch in (self.space.min(), self.space.max())]
+            self._table = ArchTable(self.space, base.bins, [*base.rows, *ends])
+        return self._table
 
     def reachable(self) -> torch.Tensor:
         """Bins that hold at least one table arch (the others are never drawn)."""
