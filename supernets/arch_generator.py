@@ -162,7 +162,7 @@ class GeneratorTrainer:
         restore.enter_context(preserved_buffers(supernet))
         images, labels = feedback.io.batches("train", 1, f"shiftnas-generator-{feedback.step}")[0]
         try:
-            supernet.set_soft(arch, {key: weights[key] for key in supernet.soft_keys()})
+            supernet.set_soft(arch, {key: weights[key].to(images.device) for key in supernet.soft_keys()})
             task = F.cross_entropy(supernet(images).float(), labels)
         finally:
             supernet.set_active(feedback.slots[-1].arch)
@@ -179,8 +179,7 @@ class GeneratorTrainer:
             loss, arch = self.loss(feedback, restore, target, generator)
             grads = torch.autograd.grad(loss, params, allow_unused=True)
         flat = torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)])
-        if feedback.io is not None:
-            flat = feedback.io.all_reduce_mean(flat)
+        flat = feedback.all_reduce_mean(flat)
         offset = 0
         for p in params:
             p.grad = flat[offset:offset + p.numel()].view_as(p).clone()

@@ -111,7 +111,6 @@ class ShiftNASSampler(BinnedTable, Sampler):
         if options.generator:
             from supernets.arch_generator import GeneratorTrainer
             self.generator = GeneratorTrainer(space, options, seed)
-        self.last_scores: list[float] | None = None
 
     @property
     def table(self) -> ArchTable:
@@ -158,10 +157,7 @@ class ShiftNASSampler(BinnedTable, Sampler):
             target = self.table.bins.bounds(self.draw_bin(feedback.step, 0))
             self.generator.train_step(feedback, target)
         if self._shift_due(feedback):
-            scores = self.bin_scores(feedback)
-            if feedback.io is not None:
-                scores = feedback.io.all_reduce_mean(scores)
-            self.update_logits(scores)
+            self.update_logits(feedback.all_reduce_mean(self.bin_scores(feedback)))
 
     def _shift_due(self, feedback: StepFeedback) -> bool:
         done = feedback.step + 1
@@ -186,7 +182,7 @@ class ShiftNASSampler(BinnedTable, Sampler):
                     grads = torch.autograd.grad(loss, params, allow_unused=True)
                     scores[b] += sum(g.double().pow(2).sum() for g in grads if g is not None).item()
         feedback.subnet_for(feedback.slots[-1].arch)
-        return (scores / max(len(batches), 1)).to(self.logits.device)
+        return scores / max(len(batches), 1)
 
     def update_logits(self, scores: torch.Tensor) -> None:
         """One Adam step of the logits up `sum_k p_k s_k`, with `s = scores / mean(reachable
@@ -196,7 +192,6 @@ class ShiftNASSampler(BinnedTable, Sampler):
         if not mean > 0:
             return
         normalised = (scores / mean).float().detach()
-        self.last_scores = normalised.tolist()
         self.optimizer.zero_grad()
         (-(self.probabilities() * torch.where(reachable, normalised, 0.0)).sum()).backward()
         self.optimizer.step()
