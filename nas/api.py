@@ -16,7 +16,7 @@ from torch import nn
 from nas.core.amounts import format_amount
 from nas.core.arch import Arch, arch_id, read_arch_file
 from nas.core.config import RunConfig, load_config, parse_overrides
-from nas.core.errors import CheckpointError, ConfigError
+from nas.core.errors import CheckpointError, ConfigError, RunError
 from nas.core.files import check_writable
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
 from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail
@@ -274,6 +274,35 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
                         record["test_top1"], out_dir, record)
 
 
+# -- architecture generator -----------------------------------------------------------------
+def arch_generator(run: Run) -> Any:
+    """The run's trained architecture generator (a shiftnas sampler's), or None."""
+    return getattr(getattr(run.strategy, "sampler", None), "generator", None)
+
+
+def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | None = None) -> dict[str, Any]:
+    """An arch within `max_macs` (an amount or `P%`) from the run's generator, without a search
+    (`nas generate`); written as an arch file to `out` (default `runs/NAME/generate/<arch_id>.yaml`)."""
+    from nas.core.arch import write_arch_file
+
+    trainer = arch_generator(run)
+    if trainer is None:
+        raise RunError(f"RUN: {run.dir.root} has no architecture generator (train it with "
+                       f"strategy.sampler: {{name: shiftnas, generator: true}})")
+    low, high = run.space.macs(run.space.min()), run.space.macs(run.space.max())
+    budget = resolve_budget(max_macs, low, high, "--max-macs")
+    if budget < low:
+        raise ConfigError(f"--max-macs: {format_amount(budget)} is below the smallest subnet's MACs "
+                          f"({format_amount(low)})")
+    arch, attempts, shrunk = trainer.generate(budget, seed)
+    macs, params = run.space.costs(arch)
+    path = Path(out) if out is not None else run.dir.root / "generate" / f"{arch_id(arch)}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_arch_file(arch, path)
+    return {"arch": arch, "arch_id": arch_id(arch), "macs": macs, "params": params, "max_macs": budget,
+            "attempts": attempts, "shrunk": shrunk, "file": str(path)}
+
+
 # -- search ---------------------------------------------------------------------------------
 def _search_id(searcher: str, constraints: Any, seed: int, study: str | None) -> str:
     """Default search directory name: the study, or searcher + budgets + seed (so re-running
@@ -376,7 +405,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
 
     return run_search(run.space, evaluate_arch, searcher=searcher, searcher_options=options,
                       constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
-                      study=study, worker=worker, latency=table,
+                      study=study, worker=worker, latency=table, generator=arch_generator(run),
                       export=run.export_model if table is not None else None, progress=progress,
                       anchors=run.strategy.anchor_archs())
 

@@ -140,6 +140,17 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         _print_json(result.summary)
     else:
         print(f"{format_summary(result.summary)}\nfiles in {result.dir} ({result.new} standalone trainings now)")
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from nas import api
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+    result = api.generate(run, args.max_macs, args.seed, args.out)
+    if args.json:
+        _print_json(result)
+    else:
+        how = "shrunk to fit" if result["shrunk"] else f"attempt {result['attempts']}"
+        print(f"{result['arch_id']}: MACs {format_amount(result['macs'])} <= {format_amount(result['max_macs'])} "
+              f"({how}), params {format_amount(result['params'])}, written to {result['file']}")
     return 0
 
 
@@ -267,6 +278,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runs_dir(fidelity)
     fidelity.set_defaults(func=cmd_fidelity)
 
+    generate = commands.add_parser("generate", help="an arch within a MACs budget from a shiftnas run's generator")
+    _add_run_args(generate, arch=False)
+    generate.add_argument("--max-macs", required=True, help="MACs budget, e.g. 4M, or 50%% (as nas search)")
+    generate.add_argument("--seed", type=int, default=0, help="noise seed of the generator (default 0)")
+    generate.add_argument("--out", help="arch file to write (default runs/NAME/generate/<arch_id>.yaml)")
+    generate.set_defaults(func=cmd_generate)
+
     table = commands.add_parser("latency-table", help="measure a per-layer latency lookup table on a device")
     table.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
     table.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
@@ -289,9 +307,10 @@ def _add_device(parser: argparse.ArgumentParser, what: str = "") -> None:
     parser.add_argument("--device", help=f"cpu, cuda or cuda:N{what} (default: cuda when available, else cpu)")
 
 
-def _add_run_args(parser: argparse.ArgumentParser) -> None:
+def _add_run_args(parser: argparse.ArgumentParser, arch: bool = True) -> None:
     parser.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
-    parser.add_argument("--arch", required=True, help=_arch_help())
+    if arch:
+        parser.add_argument("--arch", required=True, help=_arch_help())
     parser.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     _add_device(parser)

@@ -72,6 +72,10 @@ class ArchSpace(abc.ABC):
         """Every choice name with its allowed values, in order."""
         return dict(self._choices)
 
+    def gates(self) -> dict[str, Gate]:
+        """Gated choice -> its gate (choices absent are always active; cell spaces have none)."""
+        return dict(self._gates)
+
     def active_keys(self, arch: Mapping[str, Value]) -> set[str]:
         """The choices that change the network for this arch."""
         return {key for key in self._choices
@@ -188,6 +192,22 @@ class ArchSpace(abc.ABC):
         a, b = self.canonical(a), self.canonical(b)
         return self.canonical({key: (a[key] if rng.random() < 0.5 else b[key]) for key in self._choices})
 
+    def shrink(self, arch: Mapping[str, Any], max_macs: float) -> Arch:
+        """`arch` with choices lowered one step at a time until its MACs fit `max_macs`: each
+        time the change that fits with the most MACs left if one does, else the one that saves
+        the most. Raises `ArchError` when even the min arch does not fit."""
+        if self.macs(self.min()) > max_macs:
+            raise ArchError(f"no arch of space '{self.name}' fits {max_macs:g} MACs "
+                            f"(the smallest has {self.macs(self.min())})")
+        arch = self.canonical(arch)
+        while self.macs(arch) > max_macs:
+            lowered = [self.canonical({**arch, key: values[values.index(arch[key]) - 1]})
+                       for key, values in self._choices.items()
+                       if key in self.active_keys(arch) and values.index(arch[key]) > 0]
+            fitting = [a for a in lowered if self.macs(a) <= max_macs]
+            arch = max(fitting, key=self.macs) if fitting else min(lowered, key=self.macs)
+        return arch
+
     def enumerate(self) -> list[Arch]:
         """Every distinct canonical arch (only for small spaces: raises above 10^6 raw archs)."""
         if self.raw_size() > 1_000_000:
@@ -285,6 +305,17 @@ class Supernet(nn.Module, abc.ABC):
         if source.uses_arch and self.active_arch:
             source.bind(self.space.encode(self.active_arch))
         return previous
+
+    def soft_keys(self) -> tuple[str, ...]:
+        """Choices this supernet can relax into prefix masks (`set_soft`); none by default."""
+        return ()
+
+    def set_soft(self, arch: Mapping[str, Any], weights: Mapping[str, torch.Tensor]) -> Arch:
+        """Activate `arch` with every key of `soft_keys()` relaxed: the widest value is
+        configured and `weights[key]` (choice weights, e.g. a Gumbel-softmax one-hot) mixes the
+        prefix masks of its values into the activations, so the loss differentiates w.r.t. the
+        weights. The next `set_active` returns to the plain path. Returns the configured arch."""
+        raise NotImplementedError(f"space '{self.space.name}' has no soft (masked) choices")
 
     @abc.abstractmethod
     def _configure(self, arch: Arch) -> None:

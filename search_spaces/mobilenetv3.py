@@ -29,6 +29,7 @@ from search_spaces.ops import (
     make_divisible,
     se_reduced_channels,
 )
+from search_spaces.ops.soft import soft_prefix_mask
 from search_spaces.ops.mbconv import (
     ACTIVATIONS,
     ElasticConvBnAct,
@@ -204,6 +205,7 @@ class MobileNetV3Supernet(Supernet):
         self.act2 = make_activation("hswish")
         self.classifier = nn.Linear(o.num_features, space.num_classes)
         self.depths = [max(d) for d in o.depths]
+        self._soft: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None   # set_soft's masks, gates
         self._zero_residual_gammas()
         self.set_active(space.max())
 
@@ -214,6 +216,7 @@ class MobileNetV3Supernet(Supernet):
                 nn.init.zeros_(block.bn3.weight)
 
     def _configure(self, arch: dict) -> None:
+        self._soft = None
         self.depths = [arch[f"stage{i}.depth"] for i in range(self.space.num_stages)]
         for i, j, cin, cout, expand, kernel, _ in self.space.blocks(arch):
             self.blocks[i][j].configure(cin, cout, expand, kernel)
@@ -221,13 +224,60 @@ class MobileNetV3Supernet(Supernet):
         self.blocks[-1][0].configure(last, self.space.options.head_width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._soft is not None:
+            return self._soft_forward(x)
         x = self.act1(self.bn1(self.conv_stem(self.resize_input(x))))
         for stage, depth in zip(self.blocks, self.depths):
             for block in stage[:depth]:
                 x = block(x)
+        return self._head(x)
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks[-1][0](x)
         x = self.act2(self.conv_head(x.mean((2, 3), keepdim=True)))
         return self.classifier(x.flatten(1))
+
+    def soft_keys(self) -> tuple[str, ...]:
+        """Stage widths, stage depths and expand ratios (kernel sizes and resolution stay hard)."""
+        keys = []
+        for i, depth in enumerate(self.space.options.depths):
+            keys += [f"stage{i}.depth", f"stage{i}.width"]
+            keys += [f"stage{i}.block{j}.expand_ratio" for j in range(max(depth))]
+        return tuple(keys)
+
+    def set_soft(self, arch: Mapping[str, Any], weights: Mapping[str, torch.Tensor]) -> dict:
+        """Widest widths, depths and expand ratios, masked by `weights` (see `Supernet.set_soft`).
+
+        Stage outputs are masked to the stage's width choices; each block's expanded channels
+        to the widths its expand ratios give on `arch`'s input width; block j of a stage is
+        gated by `P(depth > j)` (`x + gate * (block(x) - x)`). An approximation of the hard
+        subnet for a one-hot: the SE reduction and a stage's first shortcut follow the widest
+        configuration.
+        """
+        space = self.space
+        choices, arch = space.choices(), space.canonical(arch)
+        configured = self.set_active({**arch, **{key: choices[key][-1] for key in self.soft_keys()}})
+        masks, gates, cin = [], [], space.options.stem_width
+        for i in range(space.num_stages):
+            widths, depths = choices[f"stage{i}.width"], choices[f"stage{i}.depth"]
+            masks.append(soft_prefix_mask(weights[f"stage{i}.width"], widths, max(widths)).view(1, -1, 1, 1))
+            gates.append(soft_prefix_mask(weights[f"stage{i}.depth"], depths, max(depths)))
+            for j, block in enumerate(self.blocks[i]):
+                key = f"stage{i}.block{j}.expand_ratio"
+                mids = [make_divisible(cin * e, 8) for e in choices[key]]
+                block.mid_mask = soft_prefix_mask(weights[key], mids, block.conv_pw.out_channels)
+                cin = arch[f"stage{i}.width"]
+        self._soft = (masks, gates)
+        return configured
+
+    def _soft_forward(self, x: torch.Tensor) -> torch.Tensor:
+        masks, gates = self._soft
+        x = self.act1(self.bn1(self.conv_stem(self.resize_input(x))))
+        for stage, mask, gate in zip(self.blocks, masks, gates):
+            for j, block in enumerate(stage):
+                y = block(x) * mask
+                x = y if j == 0 else x + gate[j] * (y - x)
+        return self._head(x)
 
     def _build_static(self) -> StaticMobileNetV3:
         stages = [nn.Sequential(*[block.to_static() for block in stage[:depth]])

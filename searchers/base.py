@@ -48,6 +48,9 @@ class SearchContext:
         settings: Identity of the search (searcher, space, constraints...), checked on resume.
         stored_options: Options a resumed local search ran with (None: a new search).
         candidates: Every feasible canonical arch when the space is small enough to list.
+        generator: The run's trained architecture generator, when it has one:
+            `generator.generate(max_macs, seed) -> (arch, attempts, shrunk)` and
+            `generator.propose(target_macs, torch_generator, sample, temperature) -> arch`.
     """
 
     space: ArchSpace
@@ -62,6 +65,7 @@ class SearchContext:
     settings: Mapping[str, Any] = field(default_factory=dict)
     stored_options: Mapping[str, Any] | None = None
     candidates: tuple[Arch, ...] | None = None
+    generator: Any = None
 
 
 def best_record(records: Sequence[Mapping[str, Any]]) -> Record | None:

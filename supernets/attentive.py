@@ -23,8 +23,7 @@ from nas.core.arch import Arch
 from nas.core.errors import ConfigError
 from nas.core.registry import SAMPLERS
 from nas.core.rng import python_rng
-from search_spaces.base import ArchSpace
-from supernets.attentive_table import ArchTable, TableSettings, load_or_build
+from supernets.attentive_table import BinnedTable
 from supernets.samplers import SandwichSampler, ScoreFn
 
 
@@ -51,7 +50,7 @@ class AttentiveOptions:
 
 
 @SAMPLERS.register("attentive", options=AttentiveOptions)
-class AttentiveSampler(SandwichSampler):
+class AttentiveSampler(BinnedTable, SandwichSampler):
     """Sandwich rule whose random slots are picked by BestUp/WorstUp among k MACs-binned candidates.
 
     The table is built on first use, in memory or cached in `cache_dir` (the run directory
@@ -61,32 +60,12 @@ class AttentiveSampler(SandwichSampler):
 
     trains_max = True
 
-    def __init__(self, space: ArchSpace, options: AttentiveOptions, seed: int):
-        super().__init__(space, options, seed)
-        self._table: ArchTable | None = None
-
-    @property
-    def table(self) -> ArchTable:
-        """The arch table, loaded from `cache_dir` or built on first use."""
-        if self._table is None:
-            o = self.options
-            settings = TableSettings(o.bins, o.table_size, o.table_fill, o.table_tries)
-            self._table = load_or_build(self.space, settings, self.seed, self.cache_dir)
-        return self._table
-
     def candidates(self, step: int, slot: int) -> tuple[int, list[Arch]]:
         """The target bin and the k candidates of random slot `slot` at `step`."""
         rng = python_rng(self.seed, "attentive", step, slot)
         table = self.table
         target = table.draw_bin(rng)
-        found = []
-        for _ in range(self.options.k):
-            for _ in range(self.options.tries):
-                arch = table.draw(target, rng)
-                if table.bin_of(arch) == target:
-                    break
-            found.append(arch)
-        return target, found
+        return target, [table.draw_in(target, rng, self.options.tries) for _ in range(self.options.k)]
 
     def random_archs(self, step: int, score: ScoreFn | None) -> list[Arch]:
         slots = [self.candidates(step, i)[1] for i in range(self.options.num_random)]

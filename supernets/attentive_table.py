@@ -64,6 +64,11 @@ class MacsBins:
             return 0
         return min(max(math.floor((macs - self.low) / width), 0), self.count - 1)
 
+    def bounds(self, b: int) -> tuple[float, float]:
+        """The MACs interval of bin `b`."""
+        width = (self.high - self.low) / self.count
+        return self.low + b * width, self.low + (b + 1) * width
+
 
 @dataclass(frozen=True)
 class Row:
@@ -82,6 +87,7 @@ class ArchTable:
         by_bin: list[list[Row]] = [[] for _ in range(bins.count)]
         for row in self.rows:
             by_bin[bins.index(row.macs)].append(row)
+        self.sizes = [len(members) for members in by_bin]   # table archs per bin
         counts = [sum(row.uniform for row in members) for members in by_bin]
         total = sum(counts)
         if total == 0:
@@ -107,9 +113,34 @@ class ArchTable:
         return self.space.canonical({key: rng.choices(values, weights=self.conditionals[b][key])[0]
                                      for key, values in self.space.choices().items()})
 
+    def draw_in(self, b: int, rng: random.Random, tries: int) -> Arch:
+        """`draw(b)` repeated up to `tries` times until the arch falls in bin `b` (the last draw
+        is returned otherwise)."""
+        for _ in range(tries):
+            arch = self.draw(b, rng)
+            if self.bin_of(arch) == b:
+                break
+        return arch
+
     def bin_of(self, arch: Arch) -> int:
         """The MACs bin of `arch`."""
         return self.bins.index(self.space.macs(arch))
+
+
+class BinnedTable:
+    """Mixin of samplers that draw archs inside MACs bins: `table`, built on first use from
+    their options (`bins`, `table_size`, `table_fill`, `table_tries`), seed and `cache_dir`."""
+
+    _table: ArchTable | None = None
+
+    @property
+    def table(self) -> ArchTable:
+        """The arch table, loaded from `cache_dir` or built on first use."""
+        if self._table is None:
+            o = self.options
+            settings = TableSettings(o.bins, o.table_size, o.table_fill, o.table_tries)
+            self._table = load_or_build(self.space, settings, self.seed, self.cache_dir)
+        return self._table
 
 
 def macs_bins(space: ArchSpace, count: int) -> MacsBins:

@@ -15,10 +15,10 @@ Checkpoints hold `model_state_dict()` and `state_dict()`. Both `nas train --resu
 from __future__ import annotations
 
 import abc
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -143,6 +143,18 @@ def restore_strategy(strategy: Strategy, checkpoint: Mapping[str, Any]) -> None:
     """Load a checkpoint's `strategy` state, then its `model` weights, into a built strategy."""
     strategy.load_state_dict(checkpoint.get("strategy", {}))
     strategy.load_model_state_dict(checkpoint["model"])
+
+
+@contextmanager
+def preserved_buffers(module: nn.Module) -> Iterator[None]:
+    """Inside, passes may update batch-norm statistics and the like; on exit every buffer of
+    `module` holds its value from before (probes and generators leave no trace on the model)."""
+    saved = {name: b.clone() for name, b in module.named_buffers()}
+    try:
+        yield
+    finally:
+        for name, b in module.named_buffers():
+            b.copy_(saved[name])
 
 
 def seeded_supernet(space: ArchSpace, seed: int) -> Supernet:

@@ -21,7 +21,7 @@ from nas.core.errors import ConfigError
 from nas.core.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace, Supernet
-from supernets.base import StepIO, Strategy, seeded_supernet
+from supernets.base import StepIO, Strategy, preserved_buffers, seeded_supernet
 from supernets.samplers import Slot, StepFeedback
 
 
@@ -86,7 +86,8 @@ class OneShotStrategy(Strategy):
             losses.append(loss.item())
             logs[f"loss/{slot.role}"] = losses[-1]
             logs.update({f"{key}/{slot.role}": value for key, value in extra.items()})
-        self.sampler.observe(StepFeedback(step, slots, losses, self.probe, io))
+        self.sampler.observe(StepFeedback(step, slots, losses, self.probe, io, self.subnet_for))
+        logs.update(self.sampler.logs())
         return logs
 
     def probe(self, arch: Mapping[str, Any], images: torch.Tensor, labels: torch.Tensor) -> float:
@@ -95,16 +96,11 @@ class OneShotStrategy(Strategy):
 
     def _losses(self, archs: Sequence[Arch], images: torch.Tensor, labels: torch.Tensor,
                 forward: Any) -> list[torch.Tensor]:
-        buffers = {name: b.clone() for name, b in self.supernet.named_buffers()}
         losses = []
-        try:
-            with torch.no_grad():
-                for arch in archs:
-                    self.activate(arch)
-                    losses.append(self._label_loss(forward(images), labels))
-        finally:
-            for name, b in self.supernet.named_buffers():
-                b.copy_(buffers[name])
+        with preserved_buffers(self.supernet), torch.no_grad():
+            for arch in archs:
+                self.activate(arch)
+                losses.append(self._label_loss(forward(images), labels))
         return losses
 
     def scorer(self, images: torch.Tensor, labels: torch.Tensor, io: StepIO):

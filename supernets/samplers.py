@@ -38,10 +38,13 @@ class StepFeedback:
     """What a training step did: its slots and each one's loss on this rank's batch.
 
     A sampler that decides from the losses under DDP averages them first with
-    `io.all_reduce_mean` (a collective: every rank calls it alike), so every rank learns the
+    `all_reduce_mean` (a collective: every rank calls it alike), so every rank learns the
     same thing. `probe(arch, images, labels)` gives the label loss of any arch on a batch
     without changing weights or buffers; `io` is the step's `supernets.base.StepIO`
-    (`io.batches` draws seeded train/val batches, the same on every rank).
+    (`io.batches` draws seeded train/val batches, the same on every rank). `subnet_for(arch)`
+    returns the live, unwrapped supernet that computes `arch`, with `arch` active: a sampler
+    may run its own passes on it (a gradient probe, a generator's task loss) provided it
+    leaves weights, gradients and buffers as it found them.
     """
 
     step: int
@@ -49,6 +52,17 @@ class StepFeedback:
     losses: Sequence[float]
     probe: Callable[..., float] | None = None
     io: Any = None
+    subnet_for: Callable[..., Any] | None = None
+
+    def all_reduce_mean(self, tensor: Any) -> Any:
+        """`io.all_reduce_mean` of a tensor that may live on the CPU (a sampler's own state): it
+        is moved to the model's device for the collective (NCCL needs it there) and back."""
+        if self.io is None:
+            return tensor
+        device = tensor.device
+        if self.subnet_for is not None and self.slots:
+            device = next(self.subnet_for(self.slots[-1].arch).parameters()).device
+        return self.io.all_reduce_mean(tensor.to(device)).to(tensor.device)
 
 
 class Sampler(abc.ABC):
@@ -71,6 +85,10 @@ class Sampler(abc.ABC):
     def observe(self, feedback: StepFeedback) -> None:
         """Learn from a finished step (before the optimiser step); by default nothing."""
         del feedback
+
+    def logs(self) -> dict[str, float]:
+        """Scalars to log after the step (TensorBoard `train/<key>`); by default none."""
+        return {}
 
     def state_dict(self) -> dict:
         return {}

@@ -16,7 +16,7 @@ from nas.core import yaml_io
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 # `nas` verbs that need a trained run (or train one): the README shows them, the suite tests them elsewhere.
-NEEDS_TRAINING = {"train", "eval", "export", "search", "latency-table", "fidelity"}
+NEEDS_TRAINING = {"train", "eval", "export", "search", "latency-table", "fidelity", "generate"}
 
 
 def blocks(language: str) -> list[str]:

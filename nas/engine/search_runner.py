@@ -374,7 +374,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
                storage: str | None = None, study: str | None = None, worker: int = 0,
                latency: LatencyTable | None = None, export: Callable[[Arch], nn.Module] | None = None,
                progress: bool = True, tensorboard: bool = True, max_rejections: int = MAX_REJECTIONS,
-               anchors: Sequence[Mapping[str, Any]] = ()) -> SearchResult:
+               anchors: Sequence[Mapping[str, Any]] = (), generator: Any = None) -> SearchResult:
     """Search `space` for the most accurate arch within `constraints` (see the module docstring).
 
     Args:
@@ -396,6 +396,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
         max_rejections: Infeasible or duplicate suggestions in a row before giving up.
         anchors: Archs to evaluate first where they meet the budgets (the strategy's
             `anchor_archs()`), counted in `trials` and marked `"anchor": true`.
+        generator: The run's architecture generator, for `searcher: generator` (None: none).
     """
     entry = SEARCHERS.get(searcher)
     options = parse_searcher_options(searcher, searcher_options)
@@ -415,7 +416,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random"
         cost_names = ("macs", *(c for c in ("params", "latency_ms") if c in budgets))
         context = SearchContext(space, trials, seed + worker, worker, cost_names, budgets, out_dir, storage, study,
                                 settings, None if shared else _local_state(out_dir, settings),
-                                _feasible(space, budgets, costs_of))
+                                _feasible(space, budgets, costs_of), generator)
         active = entry.obj(context, options)
         try:
             target, notes = _prepare(active, context)

@@ -94,10 +94,12 @@ class ElasticInvertedResidual(nn.Module):
         self.se = ElasticSqueezeExcite(max_mid) if use_se else None
         self.conv_pwl = ElasticConv2d(max_mid, max_out, 1)
         self.bn3 = ElasticBatchNorm2d(max_out)
+        self.mid_mask: torch.Tensor | None = None   # soft expanded-width mask (None: the plain path)
         self.configure(max_in, max_out, max_expand, max_kernel)
 
     def configure(self, in_channels: int, out_channels: int, expand_ratio: float, kernel_size: int) -> None:
-        """Set the active widths, expand ratio and kernel size."""
+        """Set the active widths, expand ratio and kernel size (and drop any soft mask)."""
+        self.mid_mask = None
         mid = make_divisible(in_channels * expand_ratio, 8)
         self.conv_pw.configure(in_channels, mid)
         self.conv_dw.configure(mid, kernel_size)
@@ -109,6 +111,8 @@ class ElasticInvertedResidual(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.act1(self.bn1(self.conv_pw(x)))
         out = self.act2(self.bn2(self.conv_dw(out)))
+        if self.mid_mask is not None:
+            out = out * self.mid_mask.view(1, -1, 1, 1)
         if self.se is not None:
             out = self.se(out)
         out = self.bn3(self.conv_pwl(out))

@@ -63,6 +63,9 @@ def _config(strategy: str, sampler: str, distill: str, lr: float = 0.05):
     data["strategy"]["name"] = strategy
     if sampler == "attentive":
         data["strategy"]["sampler"].update(num_random=1, k=2, table_size=200, table_fill=2, table_tries=20)
+    if sampler == "shiftnas":   # shift the bins every other step from the start
+        data["strategy"]["sampler"].update(bins=4, update_every=2, warmup_epochs=0, table_size=200, table_fill=2,
+                                           table_tries=20)
     return load_config(data)
 
 
