@@ -63,10 +63,15 @@ class Restructure:
             Parameters that stay the same objects keep their state; new parameters that are
             not listed start with none.
         reason: One line for the log (e.g. `split stage1.block0.kernel_size: [3] | [5, 7]`).
+        images: TensorBoard tag -> a matrix (2-D tensor) to show as an image (e.g. the
+            distance matrices a split was decided from).
+        scalars: TensorBoard tag -> a value logged at the restructuring step.
     """
 
     copied: Mapping[nn.Parameter, nn.Parameter]
     reason: str = ""
+    images: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    scalars: Mapping[str, float] = field(default_factory=dict)
 
 
 class Strategy(abc.ABC):

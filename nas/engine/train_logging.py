@@ -5,9 +5,11 @@ import signal
 import sys
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from nas.engine.run_dir import RunDir
+from supernets.base import Restructure
 
 
 class TrainLogger:
@@ -62,16 +64,28 @@ class TrainLogger:
         scores = "  ".join(f"{k[len('val_top1_'):]} {v:.4f}" for k, v in record.items() if k.startswith("val_top1_"))
         tqdm.write(f"epoch {record['epoch']} step {record['step']}: val top-1 {scores}", file=sys.stderr)
 
-    def restructured(self, step: int, reason: str) -> None:
-        """The strategy changed its model's structure at `step` (e.g. a few-shot split)."""
+    def restructured(self, step: int, change: Restructure) -> None:
+        """The strategy changed its model's structure at `step` (e.g. a few-shot split): its
+        reason as text, its scalars, and its matrices as grey images (largest entry white)."""
         if not self.enabled:
             return
-        self.writer.add_text("train/restructure", reason, step)
-        tqdm.write(f"step {step}: {reason}", file=sys.stderr)
+        self.writer.add_text("train/restructure", change.reason, step)
+        for tag, value in change.scalars.items():
+            self.writer.add_scalar(tag, value, step)
+        for tag, matrix in change.images.items():
+            self.writer.add_image(tag, matrix_image(matrix), step, dataformats="HW")
+        tqdm.write(f"step {step}: {change.reason}", file=sys.stderr)
 
     def interrupted(self, signum: int) -> None:
         if self.enabled:
             tqdm.write(interrupted_message(self.trainer.run, signum, self.trainer.state.step), file=sys.stderr)
+
+
+def matrix_image(matrix: torch.Tensor, cell: int = 16) -> torch.Tensor:
+    """A matrix as a grey image in [0, 1] (divided by its largest entry), `cell` pixels per entry."""
+    matrix = matrix.detach().float().cpu()
+    scaled = matrix / matrix.max() if matrix.max() > 0 else matrix
+    return scaled.repeat_interleave(cell, 0).repeat_interleave(cell, 1)
 
 
 def interrupted_message(run: RunDir, signum: int, step: int) -> str:
