@@ -195,3 +195,12 @@ def test_bad_split_options_name_their_key():
         _config(split={"at_epochs": [2, 1]})
     with pytest.raises(ConfigError, match=r"strategy\.options\.split\.metric"):
         _config(split={"metric": "cosine"})
+
+
+@pytest.mark.parametrize("name", ["fashion_mnist_cell201", "fashion_mnist_mbv3"])
+def test_shipped_gm_configs_differ_from_their_one_shot_counterparts_only_in_strategy(name):
+    one, gm = load_config(name).to_dict(), load_config(f"{name}_gm").to_dict()
+    assert gm["strategy"]["name"] == "few_shot" and one["strategy"]["name"] == "one_shot"
+    for data in (one, gm):
+        data["strategy"].pop("name"), data["strategy"].pop("options")
+    assert one == gm     # same space, data, sampler, distillation and training steps
