@@ -114,6 +114,11 @@ class Strategy(abc.ABC):
         del step, io
         return None
 
+    def sub_spaces(self) -> list[tuple[dict[str, tuple], ArchSpace]]:
+        """(split values, space) of every sub-supernet, in routing order: the whole space for
+        a strategy with one supernet."""
+        return [({}, self.space)]
+
     def set_cache_dir(self, path: Path | None) -> None:
         """Let the strategy cache tables that are pure functions of the config in `path` (the
         run directory in training); by default nothing is cached."""

@@ -3,12 +3,13 @@ gradients, one-shot training before the first split, resume across a split, expo
 from __future__ import annotations
 
 import collections
+import json
 import random
 
 import pytest
 import torch
 
-from nas import api
+from nas import api, cli
 from nas.core.config import load_config
 from nas.core.errors import ConfigError
 from nas.engine.datasets import load_dataset
@@ -173,7 +174,7 @@ def test_split_run_resumes_bit_exactly_across_the_split(tmp_path, monkeypatch):
         assert torch.equal(value["momentum_buffer"], b["optimizer"]["state"][key]["momentum_buffer"])
 
 
-def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path):
+def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path, capsys):
     api.train(_config(CELL), name="gm", runs_dir=tmp_path, progress=False, device="cpu")
     run = api.load_run(tmp_path / "gm", device="cpu")
     strategy = run.strategy
@@ -188,6 +189,17 @@ def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path):
             assert torch.allclose(run.export_model(arch)(x), module(x), atol=1e-5)
         evaluated = api.evaluate(run, arch)
         assert evaluated["arch"] == arch and 0 <= evaluated["top1"] <= 1
+
+    capsys.readouterr()
+    assert cli.main(["space", "gm", "--runs-dir", str(tmp_path), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    split = strategy.history[0]
+    assert [p["split"] for p in listed["sub_supernets"]] == [{split["key"]: g} for g in split["groups"]]
+    assert [p["size"] for p in listed["sub_supernets"]] == [p.space.size() for p in strategy.parts]
+    assert sum(p["size"] for p in listed["sub_supernets"]) == listed["size"]
+    assert listed["sub_supernets"][0]["restricted"] == {split["key"]: split["groups"][0]}
+    assert cli.main(["space", str(tmp_path / "gm")]) == 0
+    assert "2 sub-supernets:" in capsys.readouterr().out
 
 
 def test_bad_split_options_name_their_key():
