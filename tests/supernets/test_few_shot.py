@@ -67,7 +67,8 @@ def test_restricted_children_partition_their_parent(space):
                 assert admitting == [next(i for i, g in enumerate(groups) if arch[key] in g)], (key, groups, arch)
             assert sum(child.size() for child in children) == parent.size() == len(archs)
             enumerated = [{tuple(a.items()) for a in child.enumerate()} for child in children]
-            assert not enumerated[0] & enumerated[1] and enumerated[0] | enumerated[1] == {tuple(a.items()) for a in archs}
+            assert not enumerated[0] & enumerated[1]
+            assert enumerated[0] | enumerated[1] == {tuple(a.items()) for a in archs}
             for child in children:
                 rng = random.Random(0)
                 assert all(child.admits(a) for a in [child.min(), child.max()] + [child.sample(rng) for _ in range(5)])

@@ -53,7 +53,8 @@ def test_identical_gradients_give_zero_distances_and_cut():
 @pytest.mark.parametrize("n, groups", [(2, 2), (3, 2), (4, 2), (5, 2), (5, 3), (6, 2)])
 def test_partitions_are_the_set_partitions(n, groups):
     found = list(partitions(n, groups))
-    stirling = sum((-1) ** i * math.comb(groups, i) * (groups - i) ** n for i in range(groups + 1)) // math.factorial(groups)
+    signed = sum((-1) ** i * math.comb(groups, i) * (groups - i) ** n for i in range(groups + 1))
+    stirling = signed // math.factorial(groups)     # Stirling number of the second kind
     assert len(found) == len(set(found)) == stirling
     for partition in found:
         assert sorted(i for group in partition for i in group) == list(range(n)) and len(partition) == groups
