@@ -80,7 +80,10 @@ class ArchSpace(abc.ABC):
     def fingerprint(self) -> str:
         """First 12 hex digits of sha1 of the space's name and choices: tables and searches
         built for one space refuse another."""
-        text = json.dumps([self.name, {k: list(v) for k, v in self._choices.items()}], sort_keys=True)
+        parts = [self.name, {k: list(v) for k, v in self._choices.items()}]
+        if self._required:     # a restricted sub-space that admits only archs with these keys active
+            parts.append(sorted(self._required))
+        text = json.dumps(parts, sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     def raw_size(self) -> int:

@@ -130,7 +130,16 @@ class FewShotStrategy(Strategy):
     def set_cache_dir(self, path: Path | None) -> None:
         self.cache_dir = path
         for part in self.parts:
-            part.set_cache_dir(path)
+            part.set_cache_dir(self._part_cache_dir(part.space))
+
+    def _part_cache_dir(self, space: ArchSpace) -> Path | None:
+        """The run directory for the whole space; a folder per sub-space (by fingerprint) for
+        the children, so their samplers' cached tables do not overwrite each other."""
+        if self.cache_dir is None or space.fingerprint() == self.space.fingerprint():
+            return self.cache_dir
+        folder = Path(self.cache_dir) / "sub_supernets" / space.fingerprint()
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def sub_spaces(self) -> list[tuple[dict[str, tuple[Value, ...]], ArchSpace]]:
         """(split values, space) of every sub-supernet, in routing order."""
@@ -170,7 +179,7 @@ class FewShotStrategy(Strategy):
                 supernet = copy.deepcopy(parent.supernet)
                 supernet.space = child_space
                 child = OneShotStrategy(child_space, self.options, *self._plugins, self.seed, supernet=supernet)
-                child.set_cache_dir(self.cache_dir)
+                child.set_cache_dir(self._part_cache_dir(child_space))
                 supernet.set_active(child_space.max())   # the parent's last arch may lie outside
                 copied.update(zip(supernet.parameters(), parent.supernet.parameters()))
                 children.append(child)
