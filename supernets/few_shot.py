@@ -158,14 +158,15 @@ class FewShotStrategy(Strategy):
         batches = io.batches("train", self.options.split.batches, f"few-shot-round{self.rounds}")
         decisions = [d for d in (decide_split(self, index, batches, io) for index in range(len(self.parts)))
                      if d is not None]
-        copied = self._apply(decisions, self.rounds)
+        round_index = self.rounds
+        copied = self._apply(decisions, round_index)
         self.rounds += 1
         reason = "; ".join(f"split part {d.part} on {d.key}: " + " | ".join(str(list(g)) for g in d.groups)
                            + f" (cut {d.cut:.4f})" for d in decisions)
-        return Restructure(copied, reason or f"split round {self.rounds}: nothing left to split",
-                           images={f"few_shot/round{self.rounds}/part{d.part}/{key}": matrix
+        return Restructure(copied, reason or f"split round {round_index}: nothing left to split",
+                           images={f"few_shot/round{round_index}/part{d.part}/{key}": matrix
                                    for d in decisions for key, matrix in d.matrices.items()},
-                           scalars={**{f"few_shot/cut/round{self.rounds}/part{d.part}": d.cut for d in decisions},
+                           scalars={**{f"few_shot/cut/round{round_index}/part{d.part}": d.cut for d in decisions},
                                     "few_shot/sub_supernets": float(len(self.parts))})
 
     def _apply(self, decisions: Sequence[Decision], round_index: int) -> dict[nn.Parameter, nn.Parameter]:

@@ -93,7 +93,8 @@ def decide_split(strategy: Any, index: int, batches: Batches, io: StepIO):
     matrices, best = {}, []
     for key in keys:
         matrix = key_distances(part, key, batches, options.metric, strategy.seed, tag)
-        matrices[key] = io.all_reduce_mean(matrix.float()).double()
+        device = next(part.supernet.parameters()).device      # NCCL reduces device tensors only
+        matrices[key] = io.all_reduce_mean(matrix.float().to(device)).cpu().double()
         partition, cut = best_partition(matrices[key], options.branching)
         best.append((key, partition, cut))
     if options.edge_selection == "random":

@@ -43,7 +43,7 @@ def _pair_distance(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], metric:
 
 
 def distance_matrix(gradients: Sequence[Sequence[torch.Tensor]], metric: Metric = "cos") -> torch.Tensor:
-    """Pairwise distances (float64, symmetric, zero diagonal) between the choices' gradients.
+    """Pairwise distances (float64 on the CPU, symmetric, zero diagonal) between the choices' gradients.
 
     Args:
         gradients: One list of per-parameter gradients per choice, the parameters in the same
@@ -54,7 +54,7 @@ def distance_matrix(gradients: Sequence[Sequence[torch.Tensor]], metric: Metric 
     matrix = torch.zeros(n, n, dtype=torch.float64)
     for i in range(n):
         for j in range(i + 1, n):
-            matrix[i, j] = matrix[j, i] = _pair_distance(gradients[i], gradients[j], metric)
+            matrix[i, j] = matrix[j, i] = float(_pair_distance(gradients[i], gradients[j], metric))
     return matrix
 
 

@@ -8,6 +8,7 @@ import random
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nas import api, cli
 from nas.core.config import load_config
@@ -190,6 +191,12 @@ def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path, c
             assert torch.allclose(run.export_model(arch)(x), module(x), atol=1e-5)
         evaluated = api.evaluate(run, arch)
         assert evaluated["arch"] == arch and 0 <= evaluated["top1"] <= 1
+
+    events = EventAccumulator(str(tmp_path / "gm" / "tb"), size_guidance={"images": 0}).Reload()
+    keys = [k for k in strategy.space.splittable_keys() if strategy.space.can_activate(k)]
+    assert sorted(events.Tags()["images"]) == sorted(f"few_shot/round0/part0/{k}" for k in keys)
+    assert events.Scalars("few_shot/cut/round0/part0")[0].value == pytest.approx(strategy.history[0]["cut"])
+    assert events.Scalars("few_shot/sub_supernets")[0].value == 2
 
     capsys.readouterr()
     assert cli.main(["space", "gm", "--runs-dir", str(tmp_path), "--json"]) == 0
