@@ -81,14 +81,32 @@ def space_summary(config: RunConfig) -> dict[str, Any]:
             "choices": {k: list(v) for k, v in space.choices().items()}}
 
 
+def run_space_summary(run: "Run") -> dict[str, Any]:
+    """`space_summary` of a trained run's config plus its sub-supernets (one for a one-shot
+    run): each one's split values, its choices that differ from the full space's, and its size."""
+    summary = space_summary(run.config)
+    full = run.space.choices()
+    summary["sub_supernets"] = [
+        {"split": {key: list(values) for key, values in route.items()},
+         "restricted": {key: list(values) for key, values in space.choices().items() if values != full[key]},
+         "size": space.size()} for route, space in run.strategy.sub_spaces()]
+    return summary
+
+
 def format_space_summary(summary: dict[str, Any]) -> str:
-    """Human-readable rendering of `space_summary`."""
+    """Human-readable rendering of `space_summary` (and of `run_space_summary`)."""
     lines = [f"space {summary['space']}: {summary['size']:,} distinct architectures "
              f"({summary['raw_size']:,} raw choice combinations)",
              f"MACs   min {format_amount(summary['macs']['min'])}  max {format_amount(summary['macs']['max'])}",
              f"params min {format_amount(summary['params']['min'])}  max {format_amount(summary['params']['max'])}",
              f"{len(summary['choices'])} choices:"]
     lines += [f"  {key}: {values}" for key, values in summary["choices"].items()]
+    parts = summary.get("sub_supernets", [])
+    if parts:
+        lines.append(f"{len(parts)} sub-supernet{'s' if len(parts) > 1 else ''}:")
+        for index, part in enumerate(parts):
+            restricted = ", ".join(f"{k}: {v}" for k, v in part["restricted"].items()) or "the full space"
+            lines.append(f"  [{index}] {part['size']:,} architectures; {restricted}")
     return "\n".join(lines)
 
 

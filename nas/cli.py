@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from nas.core.amounts import format_amount
-from nas.core.errors import NasError
+from nas.core.errors import ConfigError, NasError
 
 MAX_ERROR_LINES = 3
 
@@ -41,9 +41,30 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2))
 
 
+def _names_a_run(target: str, runs_dir: str) -> bool:
+    """Whether `nas space TARGET` means a run (a run directory, or a name under --runs-dir that
+    is no config) rather than a config."""
+    from nas.core.config import resolve_config_path
+
+    if Path(target).is_dir():
+        return True
+    try:
+        resolve_config_path(target)
+        return False
+    except ConfigError:
+        if (Path(runs_dir) / target / "config.yaml").is_file():
+            return True
+        raise
+
+
 def cmd_space(args: argparse.Namespace) -> int:
     from nas import api
-    summary = api.space_summary(api.load_config(args.config, args.set))
+    if _names_a_run(args.config, args.runs_dir):
+        if args.set:
+            raise ConfigError("--set: overrides apply to a config, not to a trained run")
+        summary = api.run_space_summary(api.load_run(args.config, args.runs_dir, device="cpu"))
+    else:
+        summary = api.space_summary(api.load_config(args.config, args.set))
     print(json.dumps(summary, indent=2) if args.json else api.format_space_summary(summary))
     return 0
 
@@ -199,9 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nas {_version()}",
                         help="print the installed version of nas and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    space = commands.add_parser("space", help="size and min/max costs of a config's space")
+    space = commands.add_parser("space", help="size and min/max costs of a config's space; of a run: its "
+                                "sub-supernets too")
     _add_config_args(space)
     space.add_argument("--json", action="store_true", help="print JSON on stdout")
+    _add_runs_dir(space)
     space.set_defaults(func=cmd_space)
 
     train = commands.add_parser("train", help="train a supernet from a config")

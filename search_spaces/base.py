@@ -60,6 +60,8 @@ class ArchSpace(abc.ABC):
     def __init__(self, choices: Mapping[str, Sequence[Value]], gates: Mapping[str, Gate] | None = None):
         self._choices = {key: tuple(values) for key, values in choices.items()}
         self._gates = dict(gates or {})
+        self._layout = dict(self._choices)        # encoding layout: restricted copies keep the full one
+        self._required: frozenset[str] = frozenset()   # keys a restricted copy only admits active
         for key, values in self._choices.items():
             if not values:
                 raise ValueError(f"choice '{key}' has no values")
@@ -84,7 +86,10 @@ class ArchSpace(abc.ABC):
     def fingerprint(self) -> str:
         """First 12 hex digits of sha1 of the space's name and choices: tables and searches
         built for one space refuse another."""
-        text = json.dumps([self.name, {k: list(v) for k, v in self._choices.items()}], sort_keys=True)
+        parts = [self.name, {k: list(v) for k, v in self._choices.items()}]
+        if self._required:     # a restricted sub-space that admits only archs with these keys active
+            parts.append(sorted(self._required))
+        text = json.dumps(parts, sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     def raw_size(self) -> int:
@@ -93,6 +98,8 @@ class ArchSpace(abc.ABC):
 
     def size(self) -> int:
         """Number of distinct canonical architectures (exact)."""
+        if self._required:
+            return len(self.enumerate())
         gated_by: dict[str, list[str]] = {}
         for key, gate in self._gates.items():
             gated_by.setdefault(gate.depth_key, []).append(key)
@@ -108,7 +115,15 @@ class ArchSpace(abc.ABC):
         return total
 
     def restrict(self, key: str, values: Sequence[Value]) -> "ArchSpace":
-        """A copy of this space where `key` takes only `values` (a non-empty subset, same order)."""
+        """The sub-space of the archs whose canonical `key` is one of `values` (a non-empty subset).
+
+        Restricting every value set of a partition of `key`'s values gives sub-spaces that
+        partition this space: an arch where `key` is inactive carries its first value, so it
+        belongs only to the part holding that value. A part without it admits only archs
+        where `key` is active: a gated key's depth choice loses the values that switch it off;
+        other keys (cell edges) are checked by `admits`, which `sample`, `min`, `max`,
+        `mutate` and `crossover` respect. `encode` keeps the full space's layout.
+        """
         if key not in self._choices:
             raise ArchError(f"{key}: unknown choice{did_you_mean(key, self._choices)}")
         unknown = [v for v in values if v not in self._choices[key]]
@@ -117,7 +132,41 @@ class ArchSpace(abc.ABC):
         space = copy.copy(self)
         space._choices = dict(self._choices)
         space._choices[key] = tuple(v for v in self._choices[key] if v in values)
+        if space._choices[key][0] != self._choices[key][0]:
+            space._require_active(key)
         return space
+
+    def _require_active(self, key: str) -> None:
+        gate = self._gates.get(key)
+        if gate is None:
+            self._required = self._required | {key}
+            return
+        depths = tuple(d for d in self._choices[gate.depth_key] if d > gate.index)
+        if not depths:
+            raise ArchError(f"{key}: never active in this space (all {gate.depth_key} <= {gate.index})")
+        self._choices[gate.depth_key] = depths
+
+    def can_activate(self, key: str) -> bool:
+        """Whether some arch of this space has `key` active."""
+        gate = self._gates.get(key)
+        return gate is None or any(d > gate.index for d in self._choices[gate.depth_key])
+
+    def admits(self, arch: Mapping[str, Any]) -> bool:
+        """Whether `arch` is valid here and its canonical form belongs to this (sub-)space."""
+        try:
+            canonical = self.canonical(arch)
+        except ArchError:
+            return False
+        return self._required <= self.active_keys(canonical)
+
+    def splittable_keys(self) -> tuple[str, ...]:
+        """Choices a few-shot strategy may split the supernet on, in order (none by default)."""
+        return ()
+
+    def key_parameters(self, key: str) -> tuple[str, ...]:
+        """Name prefixes of the supernet parameters that belong to `key`'s own operations
+        (gradient matching leaves them out)."""
+        raise NotImplementedError(f"space '{self.name}' names no parameters for '{key}'")
 
     # -- checking -------------------------------------------------------------------------
     def validate(self, arch: Mapping[str, Any]) -> None:
@@ -146,9 +195,9 @@ class ArchSpace(abc.ABC):
         """One-hot of every active choice (inactive choices all zero); fixed length."""
         arch = self.canonical(arch)
         active = self.active_keys(arch)
-        code = torch.zeros(sum(len(v) for v in self._choices.values()))
+        code = torch.zeros(sum(len(v) for v in self._layout.values()))
         offset = 0
-        for key, values in self._choices.items():
+        for key, values in self._layout.items():
             if key in active:
                 code[offset + values.index(arch[key])] = 1.0
             offset += len(values)
@@ -156,16 +205,29 @@ class ArchSpace(abc.ABC):
 
     # -- sampling and variation -----------------------------------------------------------
     def sample(self, rng: random.Random) -> Arch:
-        """A canonical arch with every choice drawn uniformly."""
-        return self.canonical({key: rng.choice(values) for key, values in self._choices.items()})
+        """A canonical arch with every choice drawn uniformly (redrawn until this space admits it)."""
+        for _ in range(1000):
+            arch = self.canonical({key: rng.choice(values) for key, values in self._choices.items()})
+            if self._required <= self.active_keys(arch):
+                return arch
+        raise ArchError(f"space '{self.name}': no admitted arch in 1000 draws (keys {sorted(self._required)})")
 
     def min(self) -> Arch:
         """The cheapest arch: the first value of every choice."""
-        return self.canonical({key: values[0] for key, values in self._choices.items()})
+        return self._extreme({key: values[0] for key, values in self._choices.items()}, min)
 
     def max(self) -> Arch:
         """The most expensive arch: the last value of every choice."""
-        return self.canonical({key: values[-1] for key, values in self._choices.items()})
+        return self._extreme({key: values[-1] for key, values in self._choices.items()}, max)
+
+    def _extreme(self, arch: Arch, pick: Any) -> Arch:
+        arch = self.canonical(arch)
+        if self._required <= self.active_keys(arch):
+            return arch
+        return pick(self.enumerate(), key=self.macs)   # a sub-space whose corner is not admitted
+
+    def _admitted_or(self, arch: Arch, fallback: Arch) -> Arch:
+        return arch if self._required <= self.active_keys(arch) else fallback
 
     def is_live(self, arch: Mapping[str, Any]) -> bool:
         """Whether the network's output depends on its input (spaces whose choices can cut
@@ -185,12 +247,13 @@ class ArchSpace(abc.ABC):
         for key in self._choices:    # in choice order: a set of strings iterates in PYTHONHASHSEED order
             if key in woken:
                 child[key] = rng.choice(self._choices[key])
-        return self.canonical(child)
+        return self._admitted_or(self.canonical(child), arch)
 
     def crossover(self, a: Mapping[str, Any], b: Mapping[str, Any], rng: random.Random) -> Arch:
         """Each choice taken from `a` or `b` with equal probability."""
         a, b = self.canonical(a), self.canonical(b)
-        return self.canonical({key: (a[key] if rng.random() < 0.5 else b[key]) for key in self._choices})
+        child = self.canonical({key: (a[key] if rng.random() < 0.5 else b[key]) for key in self._choices})
+        return self._admitted_or(child, a)
 
     def shrink(self, arch: Mapping[str, Any], max_macs: float) -> Arch:
         """`arch` with choices lowered one step at a time until its MACs fit `max_macs`: each
@@ -215,7 +278,8 @@ class ArchSpace(abc.ABC):
         seen: dict[str, Arch] = {}
         for values in itertools.product(*self._choices.values()):
             arch = self.canonical(dict(zip(self._choices, values)))
-            seen.setdefault(repr(arch), arch)
+            if self._required <= self.active_keys(arch):
+                seen.setdefault(repr(arch), arch)
         return list(seen.values())
 
     # -- costs ----------------------------------------------------------------------------

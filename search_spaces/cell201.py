@@ -112,14 +112,15 @@ def from_nb201_string(text: str) -> Arch:
 
 
 @functools.lru_cache(maxsize=64)
-def _count_networks(choices: tuple[tuple[str, tuple[str, ...]], ...]) -> int:
+def _count_networks(choices: tuple[tuple[str, tuple[str, ...]], ...], required: frozenset[str] = frozenset()) -> int:
     keys = [key for key, _ in choices]
     first = {key: values[0] for key, values in choices}
     seen = set()
     for values in itertools.product(*(values for _, values in choices)):
         arch = dict(zip(keys, values))
         live = {edge_key(to, source) for to, source, _ in live_edges(arch)}
-        seen.add(tuple(arch[key] if key in live else first[key] for key in keys))
+        if required <= live:
+            seen.add(tuple(arch[key] if key in live else first[key] for key in keys))
     return len(seen)
 
 
@@ -169,7 +170,21 @@ class Cell201Space(ArchSpace):
 
     def size(self) -> int:
         """Distinct canonical archs, by enumerating every raw arch once (cached)."""
-        return _count_networks(tuple(self.choices().items()))
+        return _count_networks(tuple(self.choices().items()), self._required)
+
+    def can_activate(self, key: str) -> bool:
+        """Whether `key` is live in some arch: in the one with every edge at its last (most
+        connected) operation, as adding a non-`none` edge never kills another."""
+        return key in self.active_keys({k: values[-1] for k, values in self.choices().items()})
+
+    def splittable_keys(self) -> tuple[str, ...]:
+        """Every edge's operation, in NAS-Bench-201 string order."""
+        return tuple(edge_key(to, source) for to, source in EDGES)
+
+    def key_parameters(self, key: str) -> tuple[str, ...]:
+        """The edge's operations in every cell (`cells.{k}.convs.{to}<-{from}.`)."""
+        return tuple(f"cells.{index}.convs.{key[len('edge'):]}." for index, (kind, *_)
+                     in enumerate(self.stages()) if kind == "cell")
 
     def is_live(self, arch: Mapping[str, Any]) -> bool:
         """Whether some path of non-`none` edges joins the cell's input to its output."""
@@ -216,7 +231,7 @@ class Cell201Space(ArchSpace):
         child = {key: (rng.choice([v for v in values if v != arch[key]])
                        if len(values) > 1 and rng.random() < prob else arch[key])
                  for key, values in self.choices().items()}
-        return self.canonical(child)
+        return self._admitted_or(self.canonical(child), arch)
 
     def stages(self) -> list[tuple[str, int, int, int]]:
         """(kind, in channels, out channels, input side) of every cell and reduction block."""

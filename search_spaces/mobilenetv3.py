@@ -110,6 +110,18 @@ class MobileNetV3Space(ArchSpace):
     def input_size(self, arch: Mapping[str, Any]) -> int:
         return int(arch["resolution"])
 
+    def splittable_keys(self) -> tuple[str, ...]:
+        """Every block's kernel size, then every block's expand ratio."""
+        blocks = [f"stage{i}.block{j}" for i in range(self.num_stages) for j in range(max(self.options.depths[i]))]
+        return tuple(f"{b}.kernel_size" for b in blocks) + tuple(f"{b}.expand_ratio" for b in blocks)
+
+    def key_parameters(self, key: str) -> tuple[str, ...]:
+        """A kernel size owns its block's depthwise convolution; an expand ratio the whole
+        block (every layer of it is sliced by the expanded width)."""
+        stage, block, choice = key.split(".")
+        prefix = f"blocks.{stage[len('stage'):]}.{block[len('block'):]}."
+        return (prefix + "conv_dw.",) if choice == "kernel_size" else (prefix,)
+
     def blocks(self, arch: Mapping[str, Any]):
         """(stage, block, in width, out width, expand ratio, kernel size, stride) of every active block."""
         width = self.options.stem_width

@@ -105,6 +105,14 @@ class ViTSpace(ArchSpace):
     def input_size(self, arch: Mapping[str, Any]) -> int:
         return self.options.image_size
 
+    def splittable_keys(self) -> tuple[str, ...]:
+        """Every layer's MLP ratio."""
+        return tuple(f"layer{i}.mlp_ratio" for i in range(self.max_depth))
+
+    def key_parameters(self, key: str) -> tuple[str, ...]:
+        """A layer's MLP ratio owns that layer's MLP."""
+        return (f"blocks.{key.split('.')[0][len('layer'):]}.mlp.",)
+
     def block_shapes(self, arch: Mapping[str, Any]) -> list[tuple[int, float]]:
         """(heads, MLP ratio) of every active block."""
         return [(arch[f"layer{i}.num_heads"], arch[f"layer{i}.mlp_ratio"]) for i in range(arch["depth"])]

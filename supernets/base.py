@@ -64,10 +64,15 @@ class Restructure:
             Parameters that stay the same objects keep their state; new parameters that are
             not listed start with none.
         reason: One line for the log (e.g. `split stage1.block0.kernel_size: [3] | [5, 7]`).
+        images: TensorBoard tag -> a matrix (2-D tensor) to show as an image (e.g. the
+            distance matrices a split was decided from).
+        scalars: TensorBoard tag -> a value logged at the restructuring step.
     """
 
     copied: Mapping[nn.Parameter, nn.Parameter]
     reason: str = ""
+    images: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    scalars: Mapping[str, float] = field(default_factory=dict)
 
 
 class Strategy(abc.ABC):
@@ -116,6 +121,11 @@ class Strategy(abc.ABC):
         evaluates the feasible ones first, so it never returns worse than them. Default: the
         sampler's anchors (`Sampler.anchors`), none for a strategy without a sampler."""
         return self.sampler.anchors() if self.sampler is not None else []
+
+    def sub_spaces(self) -> list[tuple[dict[str, tuple], ArchSpace]]:
+        """(split values, space) of every sub-supernet, in routing order: the whole space for
+        a strategy with one supernet."""
+        return [({}, self.space)]
 
     def set_cache_dir(self, path: Path | None) -> None:
         """Let the strategy cache tables that are pure functions of the config in `path` (the

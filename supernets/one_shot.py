@@ -36,11 +36,16 @@ class OneShotOptions:
 
 @STRATEGIES.register("one_shot", options=OneShotOptions)
 class OneShotStrategy(Strategy):
-    """One supernet; each step trains the sampler's subnets on the same batch."""
+    """One supernet; each step trains the sampler's subnets on the same batch.
 
-    def __init__(self, space: ArchSpace, options: OneShotOptions, sampler: Any, distill: Any, seed: int):
+    `supernet`, when given, is trained instead of a freshly seeded one (a few-shot strategy
+    hands each sub-supernet it splits off to a one-shot strategy over the sub-space).
+    """
+
+    def __init__(self, space: ArchSpace, options: OneShotOptions, sampler: Any, distill: Any, seed: int,
+                 supernet: Supernet | None = None):
         self.space, self.options, self.seed = space, options, seed
-        self.model = self.supernet = seeded_supernet(space, seed)
+        self.model = self.supernet = supernet if supernet is not None else seeded_supernet(space, seed)
         self.sampler = SAMPLERS.get(sampler.name).obj(space, sampler.options, seed)
         self.distill = DISTILL_LOSSES.get(distill.name).obj(distill.options)   # None: labels only
         if self.distill is not None and not self.sampler.trains_max:

@@ -6,10 +6,12 @@ import signal
 import sys
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from nas.core import yaml_io
 from nas.engine.run_dir import RunDir
+from supernets.base import Restructure
 
 HPARAM_TYPES = (bool, int, float, str)
 
@@ -83,12 +85,17 @@ class TrainLogger:
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, record["step"])
 
-    def restructured(self, step: int, reason: str) -> None:
-        """The strategy changed its model's structure at `step` (e.g. a few-shot split)."""
+    def restructured(self, step: int, change: Restructure) -> None:
+        """The strategy changed its model's structure at `step` (e.g. a few-shot split): its
+        reason as text, its scalars, and its matrices as grey images (largest entry white)."""
         if not self.enabled:
             return
-        self.writer.add_text("train/restructure", reason, step)
-        tqdm.write(f"step {step}: {reason}", file=sys.stderr)
+        self.writer.add_text("train/restructure", change.reason, step)
+        for tag, value in change.scalars.items():
+            self.writer.add_scalar(tag, value, step)
+        for tag, matrix in change.images.items():
+            self.writer.add_image(tag, matrix_image(matrix), step, dataformats="HW")
+        tqdm.write(f"step {step}: {change.reason}", file=sys.stderr)
 
 
 def flat_hparams(data: dict, prefix: str = "") -> dict[str, Any]:
@@ -102,6 +109,13 @@ def flat_hparams(data: dict, prefix: str = "") -> dict[str, Any]:
         elif isinstance(value, (list, tuple)):
             flat[f"{prefix}{key}"] = str(value)
     return flat
+
+
+def matrix_image(matrix: torch.Tensor, cell: int = 16) -> torch.Tensor:
+    """A matrix as a grey image in [0, 1] (divided by its largest entry), `cell` pixels per entry."""
+    matrix = matrix.detach().float().cpu()
+    scaled = matrix / matrix.max() if matrix.max() > 0 else matrix
+    return scaled.repeat_interleave(cell, 0).repeat_interleave(cell, 1)
 
 
 def interrupted_message(run: RunDir, signum: int, step: int) -> str:

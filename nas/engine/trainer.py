@@ -140,7 +140,7 @@ class Trainer:
         self._build()
         self.state = TrainState()
         self._stop_signal: int | None = None
-        self.restructures: list[tuple[int, str]] = []   # (step, reason) of this process's restructures
+        self.restructures: list[tuple[int, Restructure]] = []   # (step, change) of this process's restructures
         if self.train_cfg.precision == "bf16" and self.device.type == "cpu":
             warnings.warn("train.precision: bf16 autocast on CPU is usually slower than fp32 (BENCHMARKS.md)",
                           stacklevel=2)
@@ -325,7 +325,7 @@ class Trainer:
         change = self.strategy.after_step(self.state.step, io)
         if change is not None:
             self.restructure(change)
-            self.restructures.append((self.state.step, change.reason))
+            self.restructures.append((self.state.step, change))
         return logs
 
     def _batches(self):

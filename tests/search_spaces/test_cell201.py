@@ -139,15 +139,22 @@ def test_size_counts_distinct_canonical_networks():
     assert space.size() == len(distinct) == sum(4 ** len(s) for s in _closed_edge_sets()) == 9445
 
 
-def test_restricted_space_keeps_its_archs_valid_and_counts_them():
-    space = make_space("cell201").restrict("edge2<-1", ["conv_1x1", "conv_3x3"])
+def test_restricted_space_admits_only_archs_with_the_restricted_edge_live():
+    full = make_space("cell201")
+    space = full.restrict("edge2<-1", ["conv_1x1", "conv_3x3"])
     rng = random.Random(0)
     for _ in range(50):
-        space.validate(space.sample(rng))   # dead edge2<-1 canonicalises to conv_1x1, not none
-    choices = space.choices()
-    distinct = {tuple(space.canonical(dict(zip(choices, values))).values())
-                for values in itertools.product(*choices.values())}
-    assert space.size() == len(distinct) < make_space("cell201").size()
+        arch = space.sample(rng)
+        assert "edge2<-1" in space.active_keys(arch) and full.canonical(arch) == arch
+    # independently: the full space's networks whose edge2<-1 is live and a convolution
+    networks = {tuple(full.canonical(dict(zip(full.choices(), values))).items())
+                for values in itertools.product(*full.choices().values())}
+    expected = {a for a in networks if dict(a)["edge2<-1"] in ("conv_1x1", "conv_3x3")}
+    assert space.size() == len(expected) == len(space.enumerate()) < full.size()
+    assert {tuple(a.items()) for a in space.enumerate()} == expected
+    for arch in (space.min(), space.max()):
+        assert tuple(arch.items()) in expected
+    assert space.macs(space.min()) == min(full.macs(dict(a)) for a in expected)
 
 
 def test_nb201_string_exact_and_round_trip():

@@ -58,9 +58,14 @@ COMBOS = _combinations()
 
 
 def _config(strategy: str, sampler: str, distill: str, lr: float = 0.05):
+    # few_shot: a global batch of 128 over the 512 training images makes 4 steps an epoch, so
+    # its first split (end of epoch 1) falls after step 4, like the toy split
     data = tiny_config(sampler=sampler, distill=distill, steps=40,
-                       optimizer={"name": "sgd", "lr": lr, "momentum": 0.9, "weight_decay": 5.0e-4})
+                       optimizer={"name": "sgd", "lr": lr, "momentum": 0.9, "weight_decay": 5.0e-4},
+                       **({"batch_size": 128} if strategy == "few_shot" else {}))
     data["strategy"]["name"] = strategy
+    if strategy == "few_shot":
+        data["strategy"]["options"] = {"split": {"at_epochs": [1], "batches": 2}}
     if sampler == "attentive":
         data["strategy"]["sampler"].update(num_random=1, k=2, table_size=200, table_fill=2, table_tries=20)
     if sampler == "shiftnas":   # shift the bins every other step from the start
@@ -91,7 +96,7 @@ def _params(trainer: Trainer) -> dict[str, torch.Tensor]:
 def test_every_plugin_is_covered():
     covered = {name for combo in COMBOS for name in combo}
     assert set(STRATEGIES.names()) | set(SAMPLERS.names()) | set(DISTILL_LOSSES.names()) <= covered
-    assert {"toy_split", "toy_learning"} <= covered
+    assert {"toy_split", "toy_learning", "few_shot"} <= covered
 
 
 def _label_losses(trainer: Trainer, x: torch.Tensor, y: torch.Tensor) -> list[float]:
@@ -122,7 +127,7 @@ def test_loss_falls_on_a_fixed_batch(tmp_path, splits, strategy, sampler, distil
 def test_state_round_trip_gives_a_bit_identical_next_step(tmp_path, splits, strategy, sampler, distill):
     config = _config(strategy, sampler, distill)
     first = _trainer(config, splits, tmp_path / "a")
-    for step in range(6):      # past the toy split (after step 4)
+    for step in range(6):      # past the toy and few-shot splits (after step 4)
         first.train_one_step(*_batch(splits, 64 * step))
     save_checkpoint(first.checkpoint_state(), tmp_path / "last.pt")
     second = _trainer(config, splits, tmp_path / "b")

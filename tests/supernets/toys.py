@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import torch
 from torch import nn
@@ -16,20 +16,9 @@ from nas.core.registry import SAMPLERS, STRATEGIES, NoOptions
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Restructure, StepIO
+from supernets.few_shot import Router
 from supernets.one_shot import OneShotOptions, OneShotStrategy
 from supernets.samplers import Sampler, Slot, StepFeedback
-
-
-class Router(nn.Module):
-    """Sub-supernets behind one forward: runs the one the strategy activated last."""
-
-    def __init__(self, parts: Sequence[Supernet]):
-        super().__init__()
-        self.parts = nn.ModuleList(parts)
-        self.active = 0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.parts[self.active](x)
 
 
 @dataclass(frozen=True)
