@@ -43,6 +43,24 @@ class LayerCost(NamedTuple):
 
 
 @dataclass(frozen=True)
+class MixableLayer:
+    """Weight sources that a mixture of experts may replace, grouped as it routes them.
+
+    Attributes:
+        role: What the layer is (`ffn`: a transformer MLP; `pointwise`: the 1x1 convolutions
+            of an inverted residual block); `strategy.mixture.ops` selects layers by role.
+        name: Qualified name of the module that owns the layer (it runs its children by
+            name, so a router may be attached to it).
+        ops: Per op, the names of its sources in `Supernet.weight_sources()`, weight first,
+            then bias; all of them share the op's output neurons (dimension 0).
+    """
+
+    role: str
+    name: str
+    ops: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
 class Gate:
     """`key` is active only when `arch[depth_key] > index`."""
 
@@ -57,6 +75,7 @@ class ArchSpace(abc.ABC):
 
     def __init__(self, choices: Mapping[str, Sequence[Value]], gates: Mapping[str, Gate] | None = None):
         self._choices = {key: tuple(values) for key, values in choices.items()}
+        self._encoding_layout = self._choices    # a restricted copy keeps its parent's layout
         self._gates = dict(gates or {})
         for key, values in self._choices.items():
             if not values:
@@ -137,12 +156,16 @@ class ArchSpace(abc.ABC):
         return {key: (value if key in active else self._choices[key][0]) for key, value in arch.items()}
 
     def encode(self, arch: Mapping[str, Any]) -> torch.Tensor:
-        """One-hot of every active choice (inactive choices all zero); fixed length."""
+        """One-hot of every active choice (inactive choices all zero); fixed length.
+
+        A sub-space made by `restrict` encodes like the space it was restricted from, so a
+        router trained on the whole space reads a sub-space's archs alike.
+        """
         arch = self.canonical(arch)
         active = self.active_keys(arch)
-        code = torch.zeros(sum(len(v) for v in self._choices.values()))
+        code = torch.zeros(sum(len(v) for v in self._encoding_layout.values()))
         offset = 0
-        for key, values in self._choices.items():
+        for key, values in self._encoding_layout.items():
             if key in active:
                 code[offset + values.index(arch[key])] = 1.0
             offset += len(values)
@@ -314,3 +337,7 @@ class Supernet(nn.Module, abc.ABC):
     def timm_config(self, arch: Mapping[str, Any]) -> dict | None:
         """The timm model definition that rebuilds `arch`'s export, or None if none maps."""
         return None
+
+    def mixable_layers(self) -> list[MixableLayer]:
+        """The layers whose weight sources a mixture of experts may replace (none by default)."""
+        return []
