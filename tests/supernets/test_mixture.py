@@ -227,9 +227,9 @@ def test_mixture_options_are_checked_with_their_key():
         api.build_strategy(load_config("fashion_mnist_vit", ["strategy.mixture.ops=pointwise"]))
 
 
-def test_a_space_without_mixable_layers_is_a_one_line_error(capsys):
+def test_a_space_without_mixable_layers_is_a_one_line_error(tmp_path, capsys):
     code = main(["train", "fashion_mnist_cell201", "--set", "strategy.mixture.experts=2", "--name", "x",
-                 "--runs-dir", "/nonexistent-runs"])
+                 "--runs-dir", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "strategy.mixture.ops: space 'cell201' declares no layers a mixture can replace" in err[0]
