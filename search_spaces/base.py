@@ -45,6 +45,24 @@ class LayerCost(NamedTuple):
 
 
 @dataclass(frozen=True)
+class MixableLayer:
+    """Weight sources that a mixture of experts may replace, grouped as it routes them.
+
+    Attributes:
+        role: What the layer is (`ffn`: a transformer MLP; `pointwise`: the 1x1 convolutions
+            of an inverted residual block); `strategy.mixture.ops` selects layers by role.
+        name: Qualified name of the module that owns the layer (it runs its children by
+            name, so a router may be attached to it).
+        ops: Per op, the names of its sources in `Supernet.weight_sources()`, weight first,
+            then bias; all of them share the op's output neurons (dimension 0).
+    """
+
+    role: str
+    name: str
+    ops: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
 class Gate:
     """`key` is active only when `arch[depth_key] > index`."""
 
@@ -192,7 +210,11 @@ class ArchSpace(abc.ABC):
         return {key: (value if key in active else self._choices[key][0]) for key, value in arch.items()}
 
     def encode(self, arch: Mapping[str, Any]) -> torch.Tensor:
-        """One-hot of every active choice (inactive choices all zero); fixed length."""
+        """One-hot of every active choice (inactive choices all zero); fixed length.
+
+        A sub-space made by `restrict` encodes like the space it was restricted from, so a
+        router trained on the whole space reads a sub-space's archs alike.
+        """
         arch = self.canonical(arch)
         active = self.active_keys(arch)
         code = torch.zeros(sum(len(v) for v in self._layout.values()))
@@ -418,3 +440,7 @@ class Supernet(nn.Module, abc.ABC):
     def timm_config(self, arch: Mapping[str, Any]) -> dict | None:
         """The timm model definition that rebuilds `arch`'s export, or None if none maps."""
         return None
+
+    def mixable_layers(self) -> list[MixableLayer]:
+        """The layers whose weight sources a mixture of experts may replace (none by default)."""
+        return []

@@ -19,7 +19,7 @@ from torch import nn
 
 from nas.core.errors import ConfigError
 from nas.core.registry import SPACES
-from search_spaces.base import ArchSpace, Gate, LayerCost, Supernet
+from search_spaces.base import ArchSpace, Gate, LayerCost, MixableLayer, Supernet
 from search_spaces.ops import (
     ElasticBatchNorm2d,
     ElasticConv2d,
@@ -290,6 +290,12 @@ class MobileNetV3Supernet(Supernet):
                 y = block(x) * mask
                 x = y if j == 0 else x + gate[j] * (y - x)
         return self._head(x)
+
+    def mixable_layers(self) -> list[MixableLayer]:
+        """The two 1x1 convolutions (`pointwise`: expand and project) of every inverted residual."""
+        return [MixableLayer("pointwise", f"blocks.{i}.{j}",
+                             ((f"blocks.{i}.{j}.conv_pw.weight",), (f"blocks.{i}.{j}.conv_pwl.weight",)))
+                for i in range(self.space.num_stages) for j in range(len(self.blocks[i]))]
 
     def _build_static(self) -> StaticMobileNetV3:
         stages = [nn.Sequential(*[block.to_static() for block in stage[:depth]])

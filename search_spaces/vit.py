@@ -31,7 +31,7 @@ from torch import nn
 
 from nas.core.errors import ConfigError
 from nas.core.registry import SPACES
-from search_spaces.base import ArchSpace, Gate, LayerCost, Supernet
+from search_spaces.base import ArchSpace, Gate, LayerCost, MixableLayer, Supernet
 from search_spaces.ops import (
     ElasticLayerNorm,
     ElasticLinear,
@@ -219,6 +219,12 @@ class ViTSupernet(Supernet):
         if self.space.options.pool == "token":
             return self.head(self.pool(self.norm(x)))
         return self.head(self.norm(self.pool(x)))   # `norm` is timm's fc_norm here
+
+    def mixable_layers(self) -> list[MixableLayer]:
+        """The MLP of every block (`ffn`): fc1 and fc2, weights and biases."""
+        return [MixableLayer("ffn", f"blocks.{i}.mlp",
+                             tuple((f"blocks.{i}.mlp.{fc}.weight", f"blocks.{i}.mlp.{fc}.bias") for fc in ("fc1", "fc2")))
+                for i in range(len(self.blocks))]
 
     @torch.no_grad()
     def _build_static(self) -> StaticViT:

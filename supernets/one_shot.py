@@ -1,6 +1,9 @@
 """`one_shot`: weight-sharing training with a sampler and in-place distillation (BigNAS).
 
-The strategy builds one supernet from the space, seeded by `train.seed`. Per step the
+The strategy builds one supernet from the space, seeded by `train.seed`; with
+`strategy.mixture` its declared layers get arch-routed mixture-of-experts weights (routers
+and experts are then ordinary parameters of the model: optimised, checkpointed and
+all-reduced like the rest). Per step the
 sampler names the subnets; a `max` subnet, when the sampler trains one, learns from the
 labels (label-smoothed cross-entropy) and, with a distillation loss, its detached output
 becomes the soft target of every other subnet of the step; without a teacher, or with
@@ -22,12 +25,14 @@ from nas.core.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import StepIO, Strategy, preserved_buffers, seeded_supernet
+from supernets.mixture import MixtureOptions, apply_mixture
 from supernets.samplers import Slot, StepFeedback
 
 
 @dataclass(frozen=True)
 class OneShotOptions:
     label_smoothing: float = 0.1   # on label-trained subnets (the max subnet under the sandwich rule)
+    mixture: MixtureOptions | None = None   # mixture-of-supernets weights (supernets/mixture.py); null: plain
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -46,6 +51,8 @@ class OneShotStrategy(Strategy):
                  supernet: Supernet | None = None):
         self.space, self.options, self.seed = space, options, seed
         self.model = self.supernet = supernet if supernet is not None else seeded_supernet(space, seed)
+        if options.mixture is not None and supernet is None:   # a few-shot child inherits its parent's mixture
+            apply_mixture(self.supernet, options.mixture, seed)
         self.sampler = SAMPLERS.get(sampler.name).obj(space, sampler.options, seed)
         self.distill = DISTILL_LOSSES.get(distill.name).obj(distill.options)   # None: labels only
         if self.distill is not None and not self.sampler.trains_max:

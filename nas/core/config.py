@@ -316,7 +316,10 @@ def _set_path(raw: dict, dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def _plugin(registry: Registry, section: Any, path: str, problems: Problems) -> Plugin | None:
+def _plugin(registry: Registry, section: Any, path: str, problems: Problems,
+            options_path: str | None = None) -> Plugin | None:
+    """The plugin of a `{name, options}` section; problems with its options are reported under
+    `options_path` (default `PATH.options`)."""
     if not isinstance(section, dict) or not isinstance(section.get("name"), str):
         problems.add(path, f"expected a name or a mapping with 'name', got {clip(section)}")
         return None
@@ -329,7 +332,8 @@ def _plugin(registry: Registry, section: Any, path: str, problems: Problems) -> 
     except NasError as e:
         problems.add(f"{path}.name", str(e).split(": ", 1)[-1])
         return None
-    options = convert_dataclass(entry.options, section.get("options") or {}, f"{path}.options", problems)
+    options_path = options_path if options_path is not None else f"{path}.options"
+    options = convert_dataclass(entry.options, section.get("options") or {}, options_path, problems)
     return Plugin(section["name"], options) if dataclasses.is_dataclass(options) else None
 
 
@@ -358,7 +362,8 @@ def build_config(raw: dict, source: str = "<dict>", overridden: tuple[str, ...] 
     for key in unknown:
         problems.add(f"strategy.{key}", f"unknown key; allowed: {', '.join(sorted(_STRATEGY_KEYS))}")
         strategy.pop(key)
-    top = _plugin(STRATEGIES, strategy, "strategy", problems)
+    # the strategy's own options sit beside sampler and distill in YAML: report them there
+    top = _plugin(STRATEGIES, strategy, "strategy", problems, options_path="strategy")
     body = convert_dataclass(_RunBody, raw, "", problems)
     if problems:
         raise ConfigError(problems.lines(lambda path, section: _blame(path, section, source, overridden)))

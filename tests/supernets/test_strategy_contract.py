@@ -1,11 +1,12 @@
 """The contract every registered strategy, sampler and distillation loss keeps.
 
 Each plugin against the defaults of the others, on a tiny real-data space: the loss falls over
-a few dozen steps on a fixed batch; a state round trip (save, rebuild from the config, load) gives a bit-identical
-next step; two gloo ranks train the same subnets and end with equal weights; the anchors a strategy reports (what a
-search evaluates first) are trained at every step. The test-only
-plugins of `tests.supernets.toys` (a strategy that splits its model, a sampler that learns)
-are registered too, so the seam they use is held to the same contract.
+a few dozen steps on a fixed batch; a state round trip (save, rebuild from the config, load) gives a
+bit-identical next step; two gloo ranks train the same subnets and end with equal weights; the anchors
+a strategy reports (what a search evaluates first) are trained at every step (after a few-shot split:
+at every step of their sub-supernet). The test-only plugins of `tests.supernets.toys` (a strategy that splits its model, a sampler that learns)
+are registered too, so the seam they use is held to the same contract, and so is a
+mixture-of-supernets model (routers and experts: all-reduced, checkpointed, optimised).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from nas.engine.datasets import load_dataset
 from nas.engine.distributed import DistEnv
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer
+from supernets.router import Router
 from tests.nas.tiny import tiny_config
 
 
@@ -55,9 +57,17 @@ def _cover(combos: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
 
 
 COMBOS = _combinations()
+# (strategy, sampler, distill, mixture routing): a mixture under a sampler that learns, and one
+# under a strategy that splits its model (so the routers are copied)
+MIXTURES = [("one_shot", "toy_learning", "none", "layer"), ("toy_split", "sandwich", "none", "neuron")]
+CASES = [combo + (None,) for combo in COMBOS] + MIXTURES
 
 
-def _config(strategy: str, sampler: str, distill: str, lr: float = 0.05):
+def _case_id(case: tuple) -> str:
+    return "-".join(case[:3]) + (f"-mixture_{case[3]}" if case[3] is not None else "")
+
+
+def _config(strategy: str, sampler: str, distill: str, routing: str | None = None, lr: float = 0.05):
     # few_shot: a global batch of 128 over the 512 training images makes 4 steps an epoch, so
     # its first split (end of epoch 1) falls after step 4, like the toy split
     data = tiny_config(sampler=sampler, distill=distill, steps=40,
@@ -66,6 +76,8 @@ def _config(strategy: str, sampler: str, distill: str, lr: float = 0.05):
     data["strategy"]["name"] = strategy
     if strategy == "few_shot":
         data["strategy"]["options"] = {"split": {"at_epochs": [1], "batches": 2}}
+    if routing is not None:
+        data["strategy"]["mixture"] = {"experts": 2, "routing": routing, "hidden": 16}
     if sampler == "attentive":
         data["strategy"]["sampler"].update(num_random=1, k=2, table_size=200, table_fill=2, table_tries=20)
     if sampler == "shiftnas":   # shift the bins every other step from the start
@@ -112,9 +124,9 @@ def _label_losses(trainer: Trainer, x: torch.Tensor, y: torch.Tensor) -> list[fl
     return losses
 
 
-@pytest.mark.parametrize("strategy, sampler, distill", COMBOS)
-def test_loss_falls_on_a_fixed_batch(tmp_path, splits, strategy, sampler, distill):
-    trainer = _trainer(_config(strategy, sampler, distill, lr=0.2), splits, tmp_path)
+@pytest.mark.parametrize("strategy, sampler, distill, routing", CASES, ids=map(_case_id, CASES))
+def test_loss_falls_on_a_fixed_batch(tmp_path, splits, strategy, sampler, distill, routing):
+    trainer = _trainer(_config(strategy, sampler, distill, routing, lr=0.2), splits, tmp_path)
     x, y = _batch(splits)
     before = _label_losses(trainer, x, y)
     for _ in range(20):
@@ -123,9 +135,9 @@ def test_loss_falls_on_a_fixed_batch(tmp_path, splits, strategy, sampler, distil
     assert all(a < b - 0.1 for a, b in zip(after, before)), (before, after)   # nats, min and max
 
 
-@pytest.mark.parametrize("strategy, sampler, distill", COMBOS)
-def test_state_round_trip_gives_a_bit_identical_next_step(tmp_path, splits, strategy, sampler, distill):
-    config = _config(strategy, sampler, distill)
+@pytest.mark.parametrize("strategy, sampler, distill, routing", CASES, ids=map(_case_id, CASES))
+def test_state_round_trip_gives_a_bit_identical_next_step(tmp_path, splits, strategy, sampler, distill, routing):
+    config = _config(strategy, sampler, distill, routing)
     first = _trainer(config, splits, tmp_path / "a")
     for step in range(6):      # past the toy and few-shot splits (after step 4)
         first.train_one_step(*_batch(splits, 64 * step))
@@ -148,30 +160,47 @@ def test_anchors_are_trained_at_every_step(tmp_path, splits, strategy, sampler, 
     anchors = [arch_id(a) for a in trainer.strategy.anchor_archs()]
     # samplers that train the max subnet (the teacher) every step also train min: both anchor a search
     assert anchors == ([arch_id(space.max()), arch_id(space.min())] if SAMPLERS.get(sampler).obj.trains_max else [])
-    for step in range(6):     # past the toy split (after step 4)
+    for step in range(6):     # past the toy and few-shot splits (after step 4)
         trained = {arch_id(a) for a in trainer.strategy.trained_archs(step)}
-        assert set(anchors) <= trained, step
+        assert set(_anchors_of_step(trainer.strategy, step)) <= trained, step
         trainer.train_one_step(*_batch(splits, 64 * step))
 
 
-def _rank_job(rank: int, store: str, combo: tuple[str, str, str], out: dict) -> None:
+def _anchors_of_step(strategy, step: int) -> list[str]:
+    """The anchors a step must train: all of them, or after a few-shot split those of the
+    sub-supernet the step trains (the run's anchors are the union of its sub-supernets')."""
+    if not hasattr(strategy, "parts"):
+        return [arch_id(a) for a in strategy.anchor_archs()]
+    union = {arch_id(a) for part in strategy.parts for a in part.anchor_archs()}
+    assert union == {arch_id(a) for a in strategy.anchor_archs()}
+    return [arch_id(a) for a in strategy.parts[strategy.part_of_step(step)].anchor_archs()]
+
+
+def _rank_job(rank: int, store: str, combo: tuple, out: dict) -> None:
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     try:
         splits = load_dataset("fashion_mnist", val_size=256, train_size=512)
         trainer = _trainer(_config(*combo), splits, Path(store).parent / f"r{rank}", DistEnv(rank, 2, rank, "cpu"))
+        routers = [p for m in trainer.strategy.model.modules() if isinstance(m, Router) for p in m.parameters()]
+        initial = [p.detach().clone() for p in routers]
         archs = []
         for step in range(6):
             x, y = _batch(splits, 32 * (2 * step + rank), 32)     # each rank its own images
             trainer.train_one_step(x, y)
             archs.append([dict(a) for a in trainer.strategy.trained_archs(step)])
         # parameters only: BN running statistics are per rank (each rank sees its own images)
-        out[rank] = (archs, torch.cat([p.detach().flatten() for p in trainer.strategy.model.parameters()]))
+        moved = sum(not torch.equal(p, q) for p, q in zip(routers, initial))
+        out[rank] = (archs, torch.cat([p.detach().flatten() for p in trainer.strategy.model.parameters()]), moved)
     finally:
         torch.distributed.destroy_process_group()
 
 
-@pytest.mark.parametrize("combo", _cover(COMBOS), ids="-".join)
+# a split-and-mixture case rides on a covering combination instead of adding a DDP run
+DDP_CASES = [combo + ("neuron" if combo == ("toy_split", "sandwich", "alpha") else None,) for combo in _cover(COMBOS)]
+
+
+@pytest.mark.parametrize("combo", DDP_CASES, ids=map(_case_id, DDP_CASES))
 def test_two_gloo_ranks_agree(tmp_path, combo):
     context = mp.get_context("spawn")
     with context.Manager() as manager:
@@ -183,6 +212,8 @@ def test_two_gloo_ranks_agree(tmp_path, combo):
         for proc in procs:
             proc.join(timeout=300)
         assert [proc.exitcode for proc in procs] == [0, 0]
-        (archs0, params0), (archs1, params1) = out[0], out[1]
+        (archs0, params0, moved0), (archs1, params1, moved1) = out[0], out[1]
     assert archs0 == archs1
     assert torch.equal(params0, params1)
+    if combo[3] is not None:      # the routers learned, from each rank's own images, and agree
+        assert moved0 == moved1 > 0
