@@ -45,8 +45,9 @@ run: setup
 	$(BIN)/nas export $(RUN) --arch min
 	$(BIN)/nas export $(RUN) --arch max
 
+# Two pytest workers of one thread each: the suite's torch processes share the 2 cores.
 test: setup
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
 
 # The quick benchmarks (minutes); BENCHMARKS.md lists the long ones with their commands.
 bench: setup

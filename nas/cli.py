@@ -161,6 +161,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         _print_json(result.summary)
     else:
         print(f"{format_summary(result.summary)}\nfiles in {result.dir} ({result.new} standalone trainings now)")
+    return 0
+
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from nas import api

@@ -33,7 +33,7 @@ from torch import nn
 
 from nas.core.arch import Arch, Value, arch_id
 from nas.core.errors import ArchError, ConfigError
-from nas.core.registry import STRATEGIES
+from nas.core.registry import SAMPLERS, STRATEGIES
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Restructure, StepIO, Strategy
@@ -85,6 +85,9 @@ class FewShotStrategy(Strategy):
     """Sub-supernets split by gradient matching, each trained one-shot over its sub-space."""
 
     def __init__(self, space: ArchSpace, options: FewShotOptions, sampler: Any, distill: Any, seed: int):
+        if not SAMPLERS.get(sampler.name).obj.splittable:
+            raise ConfigError(f"strategy.sampler.name: few_shot cannot split the '{sampler.name}' sampler (its "
+                              "state is fitted to one space); use sandwich, uniform or attentive")
         self.space, self.options, self.seed = space, options, seed
         self._plugins = (sampler, distill)
         root = OneShotStrategy(space, options, sampler, distill, seed)

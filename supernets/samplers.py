@@ -70,6 +70,7 @@ class Sampler(abc.ABC):
 
     trains_max = False   # whether every step trains the max subnet first (the KD teacher)
     cache_dir: Path | None = None   # where tables derived from the config may be cached (the run dir)
+    splittable = True    # False: learnt state fitted to the whole space, which a few-shot split cannot divide
 
     def __init__(self, space: ArchSpace, options: object, seed: int):
         self.space, self.options, self.seed = space, options, seed

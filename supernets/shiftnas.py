@@ -101,6 +101,7 @@ class ShiftNASSampler(BinnedTable, Sampler):
     """MACs bins drawn from learnt probabilities, archs drawn inside the bin (module docstring)."""
 
     trains_max = True
+    splittable = False     # bins and generator are fitted to the whole space
 
     def __init__(self, space: ArchSpace, options: ShiftNASOptions, seed: int):
         super().__init__(space, options, seed)
@@ -144,6 +145,10 @@ class ShiftNASSampler(BinnedTable, Sampler):
             archs.append(self.table.draw_in(target, python_rng(self.seed, "shiftnas", step, slot),
                                             self.options.tries))
         return archs
+
+    def anchors(self) -> list[Arch]:
+        """Max and min with `sandwich` (trained every step), else none."""
+        return [self.space.max(), self.space.min()] if self.options.sandwich else []
 
     def slots(self, step: int, score: ScoreFn | None = None) -> list[Slot]:
         randoms = [Slot(f"random{i}", arch) for i, arch in enumerate(self.random_archs(step))]

@@ -211,10 +211,18 @@ def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path, c
 
 
 def test_bad_split_options_name_their_key():
-    with pytest.raises(ConfigError, match=r"strategy\.options\.split\.at_epochs: must be increasing"):
+    with pytest.raises(ConfigError, match=r"strategy\.(options\.)?split\.at_epochs: must be increasing"):
         _config(split={"at_epochs": [2, 1]})
-    with pytest.raises(ConfigError, match=r"strategy\.options\.split\.metric"):
+    with pytest.raises(ConfigError, match=r"strategy\.(options\.)?split\.metric"):
         _config(split={"metric": "cosine"})
+
+
+def test_a_sampler_fitted_to_one_space_is_refused_by_name():
+    config = _config()
+    data = config.to_dict()
+    data["strategy"]["sampler"] = {"name": "shiftnas"}
+    with pytest.raises(ConfigError, match=r"strategy\.sampler\.name: few_shot cannot split the 'shiftnas' sampler"):
+        api.build_strategy(load_config(data))
 
 
 @pytest.mark.parametrize("name", ["fashion_mnist_cell201", "fashion_mnist_mbv3"])
