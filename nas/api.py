@@ -327,9 +327,9 @@ def _search_id(searcher: str, constraints: Any, seed: int, study: str | None) ->
     the same command continues the same search)."""
     if study is not None:
         return study
-    parts = [searcher]
-    for cost, budget in constraints.budgets().items():
-        parts.append(f"{cost}{budget:g}ms" if cost == "latency_ms" else f"{cost}{budget / 1e6:.4g}M")
+    from nas.core.costs import BY_NAME
+
+    parts = [searcher, *(BY_NAME[cost].folder_part(budget) for cost, budget in constraints.budgets().items())]
     return "-".join(parts + [f"s{seed}"])
 
 
@@ -401,7 +401,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
-    from nas.engine.search_runner import Constraints, run_search
+    from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
 
     device = _check_search_arguments(run, device, batch, workers)
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
@@ -413,19 +413,18 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     check_writable(out_dir, "--out" if out is not None else "RUN")
     table = _search_table(run, device, batch, progress) if max_latency_ms is not None else None
     if workers > 1:
-        storage, study = _run_workers(run, searcher, workers, out_dir, storage, study, trials, seed, options,
-                                      {"--max-macs": max_macs, "--max-params": max_params,
-                                       "--max-latency-ms": max_latency_ms, "--device": device, "--batch": batch})
+        storage, study = _run_workers(run, workers, out_dir, storage, study, device, {
+            "searcher": searcher, "max_macs": max_macs, "max_params": max_params, "max_latency_ms": max_latency_ms,
+            "batch": batch, "trials": trials, "seed": seed, "options": options})
 
     def evaluate_arch(arch: Mapping[str, Any]) -> dict[str, Any]:
         result = run.evaluator.evaluate(arch, "val")
         return {"val_top1": result.top1, "val_top5": result.top5}
 
-    return run_search(run.space, evaluate_arch, searcher=searcher, searcher_options=options,
-                      constraints=constraints, trials=trials, seed=seed, out_dir=out_dir, storage=storage,
-                      study=study, worker=worker, latency=table, generator=arch_generator(run),
-                      export=run.export_model if table is not None else None, progress=progress,
-                      anchors=run.strategy.anchor_archs())
+    plan = SearchPlan(searcher, options, trials, seed, run.strategy.anchor_archs(), arch_generator(run))
+    return run_search(run.space, evaluate_arch, plan, SearchOutput(out_dir, progress), constraints=constraints,
+                      latency=table, export=run.export_model if table is not None else None,
+                      study=SharedStudy(storage, study, worker))
 
 
 def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
@@ -449,43 +448,52 @@ def _search_table(run: Run, device: torch.device, batch: int, progress: bool) ->
     return LatencyTable.load(path)
 
 
-def _run_workers(run: Run, searcher: str, workers: int, out_dir: Path, storage: str | None, study: str | None,
-                 trials: int, seed: int, options: Mapping[str, Any] | None,
-                 flags: Mapping[str, Any]) -> tuple[str, str]:
-    """Start `workers` `nas search` processes on one Optuna storage and wait for them all."""
-    import os
-    import subprocess
-    import sys
+def _run_workers(run: Run, workers: int, out_dir: Path, storage: str | None, study: str | None,
+                 device: torch.device, arguments: Mapping[str, Any]) -> tuple[str, str]:
+    """Run `workers` searches of one Optuna study in spawned processes of one thread each (each
+    loads the run from its folder) and wait for them all; returns the study's storage and name.
+
+    `arguments` are `search`'s keyword arguments for every worker; worker k adds `worker=k`.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     from nas.core.errors import SearchError
     from nas.core.registry import SEARCHERS
 
+    searcher = arguments["searcher"]
     if not getattr(SEARCHERS.get(searcher).obj, "shared", False):
         raise ConfigError(f"--workers: searcher '{searcher}' keeps its state in one process; use optuna-tpe or "
                           f"optuna-nsga2 to share a study between workers")
     out_dir.mkdir(parents=True, exist_ok=True)
     storage = storage if storage is not None else f"journal:///{(out_dir / 'optuna.journal').resolve()}"
     study = study if study is not None else out_dir.name
-    command = [sys.executable, "-m", "nas", "search", str(run.dir.root.resolve()), "--searcher", searcher,
-               "--trials", str(trials), "--seed", str(seed), "--storage", storage, "--study", study,
-               "--out", str(out_dir), "--checkpoint", str(run.checkpoint.resolve()), "--quiet"]
-    for flag, value in flags.items():
-        if value is not None:
-            command += [flag, str(value)]
-    for key, value in (options or {}).items():
-        command += ["--option", f"{key}={value}"]
-    env = dict(os.environ, OMP_NUM_THREADS="1")   # N torch processes on shared cores: one thread each
-    procs = [subprocess.Popen(command + ["--worker", str(k)], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for k in range(workers)]
+    task = {**arguments, "storage": storage, "study": study, "out": str(out_dir), "device": str(device)}
+    where = (str(run.dir.root.resolve()), run.checkpoint.name)
+    context = multiprocessing.get_context("spawn")
     errors = []
-    for k, proc in enumerate(procs):
-        _, err = proc.communicate()
-        if proc.returncode != 0:
-            last = (err.strip().splitlines() or ["(no output)"])[-1]
-            errors.append(f"worker {k} exited with {proc.returncode}: {last}")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread_worker) as pool:
+        futures = [pool.submit(_search_worker, where, task, k) for k in range(workers)]
+        for k, future in enumerate(futures):
+            try:
+                future.result()
+            except Exception as e:     # a worker's error, raised again here with its index
+                errors.append(f"worker {k}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     if errors:
         raise SearchError("--workers: " + "; ".join(errors))
     return storage, study
+
+
+def _one_thread_worker() -> None:
+    """N torch processes on shared cores: one thread each."""
+    torch.set_num_threads(1)
+
+
+def _search_worker(where: tuple[str, str], arguments: Mapping[str, Any], worker: int) -> int:
+    """One worker of `_run_workers` (in its own process): the evaluations it made."""
+    run = load_run(where[0], checkpoint=where[1], device=arguments["device"])
+    options = {key: value for key, value in arguments.items() if key != "searcher"}
+    return search(run, arguments["searcher"], **options, worker=worker, progress=False).new
 
 
 # -- fidelity -------------------------------------------------------------------------------

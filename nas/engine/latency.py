@@ -206,6 +206,20 @@ class LatencyTable:
         """Predicted milliseconds of `arch`: sum of its layers' entries + `constant_ms`."""
         return self.layers_ms(space, arch) + self.constant_ms
 
+    def verify(self, space: ArchSpace, model: nn.Module, arch: Mapping[str, Any],
+               budget: float | None = None) -> dict[str, Any]:
+        """`arch`'s predicted latency against a measurement of `model` (its export) on the
+        table's device: `{"predicted_ms", "measured_ms", "p90_ms", "error_pct", "within_budget",
+        "device"}` (`within_budget` None without a `budget`)."""
+        device = self.device
+        timing = measure(model, device.device, device.batch_size, space.layers(arch)[0].in_shape,
+                         getattr(torch, device.dtype), threads=device.threads, channels_last=device.channels_last)
+        predicted = self.predict(space, arch)
+        return {"predicted_ms": predicted, "measured_ms": timing.median_ms, "p90_ms": timing.p90_ms,
+                "error_pct": 100.0 * (predicted - timing.median_ms) / timing.median_ms,
+                "within_budget": None if budget is None else timing.median_ms <= budget,
+                "device": asdict(timing.device)}
+
     def check_space(self, space: ArchSpace) -> None:
         """Raise `SearchError` unless the table was built for `space` (same choices)."""
         if (self.space, self.space_fingerprint) != (space.name, space.fingerprint()):

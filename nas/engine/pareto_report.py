@@ -4,16 +4,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from nas.core.costs import BY_NAME, COST_NAMES
 from nas.core.files import write_json
 from nas.core.pareto import OBJECTIVE, Record, front
 from nas.engine.plotting import pyplot, save_png
 
-_UNITS = {"macs": ("MACs (M)", 1e6), "params": ("parameters (M)", 1e6), "latency_ms": ("latency (ms)", 1.0)}
+_POINT_KEYS = ("trial", "arch_id", OBJECTIVE, *COST_NAMES)
 
 
 def _point(record: Record) -> dict[str, Any]:
-    keys = ("trial", "arch_id", OBJECTIVE, "macs", "params", "latency_ms")
-    return {key: record[key] for key in keys if key in record}
+    return {key: record[key] for key in _POINT_KEYS if key in record}
 
 
 def pareto_data(records: Sequence[Record], costs: Sequence[str], budgets: Mapping[str, float | None]) -> dict:
@@ -50,7 +50,7 @@ def pareto_figure(records: Sequence[Record], costs: Sequence[str], budgets: Mapp
     plt = pyplot()
     fig, axes = plt.subplots(1, len(costs), figsize=(5 * len(costs), 4), squeeze=False)
     for ax, cost in zip(axes[0], costs):
-        label, scale = _UNITS.get(cost, (cost, 1.0))
+        label, scale = (BY_NAME[cost].label, BY_NAME[cost].scale) if cost in BY_NAME else (cost, 1.0)
         ax.scatter([r[cost] / scale for r in records], [100 * r[OBJECTIVE] for r in records],
                    s=12, color="0.65", label=f"evaluated ({len(records)})")
         best = front(records, cost)

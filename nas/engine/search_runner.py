@@ -37,48 +37,77 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import torch
 from torch import nn
 
 from nas.core.arch import Arch, arch_id, write_arch_file
+from nas.core.costs import COST_NAMES, LATENCY, MACS
 from nas.core.errors import ConfigError, SearchError, clip_words
 from nas.core.files import write_json
 from nas.core.pareto import front as pareto_front
 from nas.core.registry import SEARCHERS
 from nas.core.schema import Problems, convert_dataclass
-from nas.engine.latency import LatencyTable, measure
+from nas.engine.latency import LatencyTable
 from nas.engine.locks import folder_lock
 from nas.engine.pareto_report import pareto_figure, write_pareto
 from nas.engine.results import to_dataframe
+from nas.engine.search_costs import Constraints, SearchCosts
 from nas.engine.search_results import append_record, read_results, unique_records
 from search_spaces.base import ArchSpace
 from searchers.base import Record, SearchContext, Searcher, best_record, check_settings
 
 MAX_REJECTIONS = 1000
 ENUMERATE_LIMIT = 20_000
-FLAGS = {"macs": "--max-macs", "params": "--max-params", "latency_ms": "--max-latency-ms"}
-_RESERVED = {"trial", "arch", "arch_id", "val_top1", "macs", "params", "latency_ms", "anchor", "eval_seconds"}
+_RESERVED = {"trial", "arch", "arch_id", "val_top1", *COST_NAMES, "anchor", "eval_seconds"}
 _log = logging.getLogger(__name__)
 Evaluate = Callable[[Arch], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
-class Constraints:
-    """Budgets of a search; None: unconstrained. MACs and params are counts, latency in ms."""
+class SearchPlan:
+    """How a search runs: which searcher, how many evaluations, which archs first.
 
-    max_macs: float | None = None
-    max_params: float | None = None
-    max_latency_ms: float | None = None
+    Attributes:
+        searcher: Registered searcher name (`random`, `evolution`, `optuna-tpe`, ...).
+        options: Its options: a mapping, the options dataclass, or None (defaults).
+        trials: Evaluations to complete in the search (in the shared study for Optuna):
+            re-running a finished search evaluates nothing, raising it continues.
+        seed: Search seed; worker k of a shared study uses `seed + k`.
+        anchors: Archs to evaluate first where they meet the budgets (the strategy's
+            `anchor_archs()`), counted in `trials` and marked `"anchor": true`.
+        generator: The run's architecture generator, for `searcher: generator` (None: none).
+        max_rejections: Infeasible or duplicate suggestions in a row before giving up.
+    """
 
-    def __post_init__(self) -> None:
-        for cost, budget in zip(FLAGS, (self.max_macs, self.max_params, self.max_latency_ms)):
-            if budget is not None and not budget > 0:
-                raise ConfigError(f"{FLAGS[cost]}: must be > 0, got {budget}")
+    searcher: str = "random"
+    options: Any = None
+    trials: int = 100
+    seed: int = 0
+    anchors: Sequence[Mapping[str, Any]] = ()
+    generator: Any = None
+    max_rejections: int = MAX_REJECTIONS
 
-    def budgets(self) -> dict[str, float]:
-        """Constrained cost name (`macs`, `params`, `latency_ms`) -> budget."""
-        values = {"macs": self.max_macs, "params": self.max_params, "latency_ms": self.max_latency_ms}
-        return {cost: float(budget) for cost, budget in values.items() if budget is not None}
+
+@dataclass(frozen=True)
+class SharedStudy:
+    """Where the Optuna searchers keep a study that several workers search together.
+
+    `storage`: an Optuna storage URL (None: a journal file in the search folder); `study`: its
+    name (None: the folder's name); `worker`: this process's index among the study's workers.
+    """
+
+    storage: str | None = None
+    study: str | None = None
+    worker: int = 0
+
+
+@dataclass(frozen=True)
+class SearchOutput:
+    """Where a search writes (`dir`, created) and what it shows while running: a tqdm bar on
+    stderr (`progress`) and TensorBoard scalars under `dir/tb` (`tensorboard`)."""
+
+    dir: Path
+    progress: bool = True
+    tensorboard: bool = True
 
 
 @dataclass
@@ -146,52 +175,10 @@ def parse_searcher_options(name: str, options: Any = None, path: str = "search.o
     return value
 
 
-def _amount(cost: str, value: float) -> str:
-    if cost == "latency_ms":
-        return f"{value:.3g} ms"
-    return f"{value / 1e6:.3g}M {'MACs' if cost == 'macs' else 'params'}"
-
-
-class _Costs:
-    """Costs of archs by arch_id: analytic MACs and params, then the latency table."""
-
-    def __init__(self, space: ArchSpace, latency: LatencyTable | None):
-        self.space, self.latency, self.cache = space, latency, {}
-
-    def __call__(self, arch: Arch, key: str | None = None) -> dict[str, float]:
-        key = key if key is not None else arch_id(arch)
-        if key not in self.cache:
-            macs, params = self.space.costs(arch)
-            costs: dict[str, float] = {"macs": macs, "params": params}
-            if self.latency is not None:
-                costs["latency_ms"] = round(self.latency.predict(self.space, arch), 6)
-            self.cache[key] = costs
-        return self.cache[key]
-
-
-def _violation(costs: Mapping[str, float], budgets: Mapping[str, float]) -> str | None:
-    for cost in ("macs", "params", "latency_ms"):  # cheap analytic costs first
-        if cost in budgets and costs[cost] > budgets[cost]:
-            return f"{cost} {_amount(cost, costs[cost])} > {FLAGS[cost]} {_amount(cost, budgets[cost])}"
-    return None
-
-
-def _check_cheapest(space: ArchSpace, budgets: Mapping[str, float], costs_of: _Costs,
-                    latency: LatencyTable | None) -> None:
-    costs = costs_of(space.min())
-    for cost, budget in budgets.items():
-        if costs[cost] > budget:
-            where = (f" predicted on {latency.device.device}, batch {latency.device.batch_size}"
-                     if cost == "latency_ms" and latency is not None else "")
-            given = f"{budget:g}" if cost == "latency_ms" else f"{budget / 1e6:.3g}M"
-            raise SearchError(f"{FLAGS[cost]}: {given} is below the cheapest subnet "
-                              f"(min: {_amount(cost, costs[cost])}{where}); raise the budget")
-
-
-def _feasible(space: ArchSpace, budgets: Mapping[str, float], costs_of: _Costs) -> tuple[Arch, ...] | None:
+def _feasible(space: ArchSpace, costs: SearchCosts) -> tuple[Arch, ...] | None:
     if space.raw_size() > ENUMERATE_LIMIT:
         return None
-    return tuple(a for a in space.enumerate() if _violation(costs_of(a), budgets) is None)
+    return tuple(a for a in space.enumerate() if costs.feasible(a))
 
 
 def _plain(name: str, value: Any) -> Any:
@@ -234,10 +221,8 @@ class _Log:
         self.bar.n = min(done, self.bar.total)
         self.bar.set_postfix(best=f"{100 * best['val_top1']:.2f}%", rejected=rejected)
         if self.writer is not None:
-            scalars = {"val_top1": record["val_top1"], "best_val_top1": best["val_top1"], "macs": record["macs"],
-                       "params": record["params"], "rejected": rejected}
-            if "latency_ms" in record:
-                scalars["latency_ms"] = record["latency_ms"]
+            scalars = {"val_top1": record["val_top1"], "best_val_top1": best["val_top1"],
+                       **{name: record[name] for name in COST_NAMES if name in record}, "rejected": rejected}
             for name, value in scalars.items():
                 self.writer.add_scalar(f"search/{name}", value, done)
 
@@ -252,9 +237,8 @@ class _Log:
             self.writer.close()
 
 
-def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, budgets: Mapping[str, float],
-          costs_of: _Costs, target: int, max_rejections: int, out_dir: Path, log: _Log,
-          anchor_ids: frozenset[str] = frozenset()) -> int:
+def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, costs_of: SearchCosts, target: int,
+          max_rejections: int, out_dir: Path, log: _Log, anchor_ids: frozenset[str] = frozenset()) -> int:
     new = rejected = duplicates = 0
     while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection
         if rejected >= max_rejections:
@@ -265,7 +249,7 @@ def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, budgets: Map
         arch = space.canonical(searcher.ask())
         key = arch_id(arch)
         costs = costs_of(arch, key)
-        reason = _violation(costs, budgets)
+        reason = costs_of.violation(costs)
         if reason is None and (earlier := searcher.duplicate(key)) is not None:
             reason, duplicates = f"duplicate of trial {earlier}", duplicates + 1
         if reason is not None:
@@ -283,28 +267,15 @@ def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, budgets: Map
     return new
 
 
-def _feasible_anchors(space: ArchSpace, anchors: Sequence[Mapping[str, Any]], budgets: Mapping[str, float],
-                      costs_of: _Costs) -> list[Arch]:
+def _feasible_anchors(space: ArchSpace, anchors: Sequence[Mapping[str, Any]], costs: SearchCosts) -> list[Arch]:
     """The distinct anchors that meet the budgets, canonical, in the given order."""
     chosen: dict[str, Arch] = {}
     for arch in anchors:
         arch = space.canonical(arch)
         key = arch_id(arch)
-        if key not in chosen and _violation(costs_of(arch, key), budgets) is None:
+        if key not in chosen and costs.feasible(arch, key):
             chosen[key] = arch
     return list(chosen.values())
-
-
-def _verify_latency(space: ArchSpace, table: LatencyTable, export: Callable[[Arch], nn.Module],
-                    best: Record, budget: float | None) -> dict[str, Any]:
-    device = table.device
-    timing = measure(export(best["arch"]), device.device, device.batch_size, space.layers(best["arch"])[0].in_shape,
-                     getattr(torch, device.dtype), threads=device.threads, channels_last=device.channels_last)
-    predicted = table.predict(space, best["arch"])
-    return {"predicted_ms": predicted, "measured_ms": timing.median_ms, "p90_ms": timing.p90_ms,
-            "error_pct": 100.0 * (predicted - timing.median_ms) / timing.median_ms,
-            "within_budget": None if budget is None else timing.median_ms <= budget,
-            "device": dataclasses.asdict(timing.device)}
 
 
 def _local_state(out_dir: Path, settings: dict[str, Any]) -> Mapping[str, Any] | None:
@@ -324,24 +295,15 @@ def _local_state(out_dir: Path, settings: dict[str, Any]) -> Mapping[str, Any] |
     return options
 
 
-def _check_arguments(space: ArchSpace, searcher: str, shared: bool, constraints: Constraints, trials: int,
-                     storage: str | None, study: str | None, worker: int,
-                     latency: LatencyTable | None) -> dict[str, float]:
-    """The budgets, after checking the arguments that do not depend on the search directory."""
-    if trials < 1:
-        raise ConfigError(f"--trials: must be >= 1, got {trials}")
-    if not shared and (storage is not None or study is not None or worker != 0):
-        raise ConfigError(f"--storage: only the optuna searchers share a study; '{searcher}' keeps its state "
+def _check_arguments(plan: SearchPlan, shared: bool, study: SharedStudy) -> None:
+    """Check the arguments that depend neither on the costs nor on the search directory."""
+    if plan.trials < 1:
+        raise ConfigError(f"--trials: must be >= 1, got {plan.trials}")
+    if not shared and (study.storage is not None or study.study is not None or study.worker != 0):
+        raise ConfigError(f"--storage: only the optuna searchers share a study; '{plan.searcher}' keeps its state "
                           "in the search directory")
-    if worker < 0:
-        raise ConfigError(f"--worker: must be >= 0, got {worker}")
-    budgets = constraints.budgets()
-    if "latency_ms" in budgets and latency is None:
-        raise ConfigError("--max-latency-ms: needs a latency table; build one with "
-                          "`nas latency-table RUN --device D --batch B`")
-    if latency is not None:
-        latency.check_space(space)
-    return budgets
+    if study.worker < 0:
+        raise ConfigError(f"--worker: must be >= 0, got {study.worker}")
 
 
 def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
@@ -369,86 +331,73 @@ def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
     return target, notes
 
 
-def run_search(space: ArchSpace, evaluate: Evaluate, *, searcher: str = "random", searcher_options: Any = None,
-               constraints: Constraints = Constraints(), trials: int = 100, seed: int = 0, out_dir: str | Path,
-               storage: str | None = None, study: str | None = None, worker: int = 0,
-               latency: LatencyTable | None = None, export: Callable[[Arch], nn.Module] | None = None,
-               progress: bool = True, tensorboard: bool = True, max_rejections: int = MAX_REJECTIONS,
-               anchors: Sequence[Mapping[str, Any]] = (), generator: Any = None) -> SearchResult:
+def run_search(space: ArchSpace, evaluate: Evaluate, plan: SearchPlan, output: SearchOutput | str | Path, *,
+               constraints: Constraints = Constraints(), latency: LatencyTable | None = None,
+               export: Callable[[Arch], nn.Module] | None = None, study: SharedStudy = SharedStudy()) -> SearchResult:
     """Search `space` for the most accurate arch within `constraints` (see the module docstring).
 
     Args:
         space: The architecture space.
         evaluate: `evaluate(arch) -> {"val_top1": fraction, ...extra metrics}`.
-        searcher: Registered searcher name (`random`, `evolution`, `optuna-tpe`, `optuna-nsga2`).
-        searcher_options: Its options: a mapping, the options dataclass, or None (defaults).
+        plan: The searcher, its options, the evaluations to complete, the seed and the anchors.
+        output: Where to write (a `SearchOutput`, or just the directory).
         constraints: Budgets; `max_latency_ms` needs `latency`.
-        trials: Evaluations to complete in the search (in the shared study for Optuna):
-            re-running a finished search evaluates nothing, raising it continues.
-        seed: Search seed; worker k of a shared study uses `seed + k`.
-        out_dir: The search directory (created).
-        storage, study: Optuna storage URL and study name (Optuna searchers only).
-        worker: Index of this process among the workers of a shared study.
         latency: Latency table: predicts `latency_ms` of every arch (and checks its budget).
         export: `arch -> static module` (e.g. `supernet.export`): with `latency`, the best
             arch is measured on the table's device to report the table's error.
-        progress, tensorboard: tqdm bar on stderr; scalars under `out_dir/tb`.
-        max_rejections: Infeasible or duplicate suggestions in a row before giving up.
-        anchors: Archs to evaluate first where they meet the budgets (the strategy's
-            `anchor_archs()`), counted in `trials` and marked `"anchor": true`.
-        generator: The run's architecture generator, for `searcher: generator` (None: none).
+        study: The shared Optuna study this process works on (Optuna searchers only).
     """
-    entry = SEARCHERS.get(searcher)
-    options = parse_searcher_options(searcher, searcher_options)
+    output = output if isinstance(output, SearchOutput) else SearchOutput(Path(output))
+    entry = SEARCHERS.get(plan.searcher)
+    options = parse_searcher_options(plan.searcher, plan.options)
     shared = entry.obj.shared
-    budgets = _check_arguments(space, searcher, shared, constraints, trials, storage, study, worker, latency)
-    costs_of = _Costs(space, latency)
-    _check_cheapest(space, budgets, costs_of, latency)
-    out_dir = Path(out_dir)
+    _check_arguments(plan, shared, study)
+    costs = SearchCosts(space, constraints.budgets(), latency)
+    costs.check_cheapest()
+    out_dir = Path(output.dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # One process at a time in a local search folder (Optuna storages coordinate their workers).
     with contextlib.nullcontext() if shared else folder_lock(out_dir, "search"):
-        settings = {"searcher": searcher, "space": space.name, "space_fingerprint": space.fingerprint(),
-                    "budgets": budgets, "latency_table": None if "latency_ms" not in budgets else
-                    f"{latency.device.device}-b{latency.device.batch_size}"}
+        settings = {"searcher": plan.searcher, "space": space.name, "space_fingerprint": space.fingerprint(),
+                    **costs.settings()}
         if not shared:
-            settings["seed"] = seed
-        cost_names = ("macs", *(c for c in ("params", "latency_ms") if c in budgets))
-        context = SearchContext(space, trials, seed + worker, worker, cost_names, budgets, out_dir, storage, study,
-                                settings, None if shared else _local_state(out_dir, settings),
-                                _feasible(space, budgets, costs_of), generator)
+            settings["seed"] = plan.seed
+        context = SearchContext(space, plan.trials, plan.seed + study.worker, study.worker, costs.names,
+                                costs.budgets, out_dir, study.storage, study.study, settings,
+                                None if shared else _local_state(out_dir, settings), _feasible(space, costs),
+                                plan.generator)
         active = entry.obj(context, options)
         try:
             target, notes = _prepare(active, context)
-            first = _feasible_anchors(space, anchors, budgets, costs_of)
+            first = _feasible_anchors(space, plan.anchors, costs)
             active.enqueue(first)
-            log = _Log(out_dir, target, active.completed(), searcher, progress, tensorboard)
+            log = _Log(out_dir, target, active.completed(), plan.searcher, output.progress, output.tensorboard)
             try:
-                new = _loop(active, space, evaluate, budgets, costs_of, target, max_rejections, out_dir, log,
+                new = _loop(active, space, evaluate, costs, target, plan.max_rejections, out_dir, log,
                             frozenset(arch_id(a) for a in first))
             finally:
                 history = active.history()
                 try:
                     if history:  # also when the loop failed: what was evaluated is kept
-                        write_pareto(out_dir, history, cost_names, budgets)
+                        write_pareto(out_dir, history, costs.names, costs.budgets)
                         write_arch_file(best_record(history)["arch"], out_dir / "best.yaml")
-                        log.figure("search/pareto", lambda: pareto_figure(history, cost_names, budgets),
+                        log.figure("search/pareto", lambda: pareto_figure(history, costs.names, costs.budgets),
                                    len(history))
                 finally:
                     log.close()
         finally:
             active.close()
         best = best_record(history)
-        check = None
-        if latency is not None and export is not None:
-            check = _verify_latency(space, latency, export, best, budgets.get("latency_ms"))
+        check = costs.latency_check(export, best["arch"])
+        if check is not None:
             notes.append(f"latency of the best arch: predicted {check['predicted_ms']:.3f} ms, measured "
                          f"{check['measured_ms']:.3f} ms ({check['error_pct']:+.1f}%)")
         result = SearchResult(best["arch"], best["arch_id"], best["val_top1"], best["macs"], best["params"],
-                              best.get("latency_ms"), out_dir, len(history), new, best, check, notes,
-                              pareto_front(history, "macs"), sorted(history, key=lambda r: r["trial"]))
-        write_json(out_dir / "summary.json", {**result.to_json(), "searcher": searcher,
-                                               "options": active.resolved_options(), "seed": seed, "worker": worker,
-                                               "trials": trials, "target": target, "budgets": budgets, "record": best,
+                              best.get(LATENCY.name), out_dir, len(history), new, best, check, notes,
+                              pareto_front(history, MACS.name), sorted(history, key=lambda r: r["trial"]))
+        write_json(out_dir / "summary.json", {**result.to_json(), "searcher": plan.searcher,
+                                               "options": active.resolved_options(), "seed": plan.seed,
+                                               "worker": study.worker, "trials": plan.trials, "target": target,
+                                               "budgets": costs.budgets, "record": best,
                                                "anchors": [arch_id(a) for a in first], "notes": notes})
     return result

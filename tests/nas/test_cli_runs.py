@@ -117,3 +117,11 @@ def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
     # makes them meet before their first evaluation and checks that both contribute.
     _one_line_error(capsys, ["search", "tiny", "--runs-dir", str(trained), "--searcher", "evolution",
                              "--workers", "2", "--trials", "4"], "--workers: searcher 'evolution'")
+
+
+def test_a_failing_worker_is_reported_by_index(capsys, trained, tmp_path):
+    # The budget is checked inside each worker's search: both spawned workers fail alike.
+    _one_line_error(capsys, ["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe",
+                             "--workers", "2", "--trials", "4", "--max-params", "10", "--quiet",
+                             "--out", str(tmp_path / "s")], "--workers: worker 0: --max-params: ",
+                    "; worker 1: --max-params: ", "below the cheapest subnet")

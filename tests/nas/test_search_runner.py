@@ -11,7 +11,7 @@ from nas.core.pareto import crowding, front, ranks
 from nas.engine.exporter import save_export
 from nas.engine.latency import LatencyTable, device_record
 from nas.engine.search_results import read_results
-from nas.engine.search_runner import Constraints, run_search
+from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, run_search
 from tests.conftest import make_supernet
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,
@@ -52,8 +52,8 @@ def _dominated(point, others, cost):
 
 def test_outputs_of_a_search(space, supernet, evaluate, search_dir):
     budget = Constraints(max_macs=MAX_MACS, max_params=30_000)
-    result = run_search(space, evaluate, searcher="evolution", constraints=budget, trials=30, seed=1,
-                        out_dir=search_dir, progress=True, tensorboard=True)
+    result = run_search(space, evaluate, SearchPlan("evolution", trials=30, seed=1), SearchOutput(search_dir),
+                        constraints=budget)
     records = [json.loads(line) for line in (search_dir / "results.jsonl").read_text().splitlines()]
     assert len(records) == 30 == result.evaluated == result.new
     for record in records:
@@ -85,8 +85,9 @@ def test_outputs_of_a_search(space, supernet, evaluate, search_dir):
 def test_latency_constraint_uses_the_table_and_verifies_the_pick(space, supernet, evaluate, search_dir):
     table = _fake_table(space)
     budget = Constraints(max_latency_ms=0.8)
-    result = run_search(space, evaluate, searcher="random", constraints=budget, trials=15, out_dir=search_dir,
-                        latency=table, export=supernet.export, progress=False, tensorboard=False)
+    result = run_search(space, evaluate, SearchPlan("random", trials=15),
+                        SearchOutput(search_dir, progress=False, tensorboard=False), constraints=budget,
+                        latency=table, export=supernet.export)
     for record in read_results(search_dir / "results.jsonl"):
         assert record["latency_ms"] == pytest.approx(table.predict(space, record["arch"]))
         assert record["latency_ms"] <= 0.8
@@ -98,20 +99,20 @@ def test_latency_constraint_uses_the_table_and_verifies_the_pick(space, supernet
     assert json.loads((search_dir / "pareto.json").read_text())["costs"] == ["macs", "latency_ms"]
     with pytest.raises(SearchError, match=r"--max-latency-ms: 0.1 is below the cheapest subnet \(min: 0.385 ms "
                                           r"predicted on cpu, batch 1\)"):
-        run_search(space, evaluate, constraints=Constraints(max_latency_ms=0.1), trials=5,
-                   out_dir=search_dir / "tight", latency=table, progress=False, tensorboard=False)
+        run_search(space, evaluate, SearchPlan(trials=5), SearchOutput(search_dir / "tight", False, False),
+                   constraints=Constraints(max_latency_ms=0.1), latency=table)
 
 
 def test_bad_arguments_are_reported(space, evaluate, search_dir):
     with pytest.raises(ConfigError, match="--max-latency-ms: needs a latency table"):
-        run_search(space, evaluate, constraints=Constraints(max_latency_ms=1.0), trials=5, out_dir=search_dir)
+        run_search(space, evaluate, SearchPlan(trials=5), search_dir, constraints=Constraints(max_latency_ms=1.0))
     with pytest.raises(ConfigError, match="--max-macs: must be > 0, got -1"):
         Constraints(max_macs=-1)
     with pytest.raises(ConfigError, match="--trials: must be >= 1, got 0"):
-        run_search(space, evaluate, trials=0, out_dir=search_dir)
+        run_search(space, evaluate, SearchPlan(trials=0), search_dir)
     with pytest.raises(SearchError, match=r"evaluate: returned val_top1=93.0 for arch \w+; expected a fraction"):
-        run_search(space, lambda arch: {"val_top1": 93.0}, trials=2, out_dir=search_dir, progress=False,
-                   tensorboard=False)
+        run_search(space, lambda arch: {"val_top1": 93.0}, SearchPlan(trials=2),
+                   SearchOutput(search_dir, progress=False, tensorboard=False))
 
 
 def _line(trial: int) -> str:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from nas.core.arch import arch_id
-from nas.engine.search_runner import Constraints, run_search
+from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, run_search
 from tests.conftest import make_space
 from tests.searchers.stub import MAX_MACS, StubEvaluator, small_space, target_arch
 
@@ -39,9 +39,8 @@ def search_ids(searcher: str, out: Path, trials: int) -> list[str]:
     """arch ids, in evaluation order, of a search of the stub problem (resumed if `out` holds one)."""
     space = small_space()
     name = searcher.split("-pareto")[0]
-    run_search(space, StubEvaluator(space, TARGET), searcher=name,
-               searcher_options=SEARCHERS[searcher], constraints=Constraints(max_macs=MAX_MACS), trials=trials,
-               seed=3, out_dir=out, progress=False, tensorboard=False)
+    run_search(space, StubEvaluator(space, TARGET), SearchPlan(name, SEARCHERS[searcher], trials, seed=3),
+               SearchOutput(out, progress=False, tensorboard=False), constraints=Constraints(max_macs=MAX_MACS))
     return [json.loads(line)["arch_id"] for line in (out / "results.jsonl").read_text().splitlines()]
 
 

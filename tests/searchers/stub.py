@@ -115,12 +115,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     torch.set_num_threads(1)
-    from nas.engine.search_runner import Constraints, run_search
+    from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
     space = small_space()
-    result = run_search(space, StubEvaluator(space, target_arch(space), args.sleep, before), searcher=args.searcher,
-                        constraints=Constraints(max_macs=MAX_MACS), trials=args.trials, seed=args.seed,
-                        out_dir=out, storage=args.storage, study=args.study, worker=args.worker,
-                        progress=False, tensorboard=False)
+    result = run_search(space, StubEvaluator(space, target_arch(space), args.sleep, before),
+                        SearchPlan(args.searcher, trials=args.trials, seed=args.seed),
+                        SearchOutput(out, progress=False, tensorboard=False),
+                        constraints=Constraints(max_macs=MAX_MACS),
+                        study=SharedStudy(args.storage, args.study, args.worker))
     print(json.dumps(result.to_json()))
     return 0
 

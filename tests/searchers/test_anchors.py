@@ -8,7 +8,7 @@ import pytest
 from optuna.trial import TrialState
 
 from nas.core.arch import arch_id
-from nas.engine.search_runner import Constraints, run_search
+from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
 from searchers.optuna_storage import open_storage
 from tests.conftest import make_space
 from tests.searchers.stub import (  # noqa: F401
@@ -31,10 +31,11 @@ def _records(out_dir):
     return [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines()]
 
 
-def _search(space, out_dir, name, trials, target, anchors, budget=MAX_MACS, **kwargs):
+def _search(space, out_dir, name, trials, target, anchors, budget=MAX_MACS, searcher_options=None, **study):
     evaluate = StubEvaluator(space, target)
-    result = run_search(space, evaluate, searcher=name, constraints=Constraints(max_macs=budget), trials=trials,
-                        seed=0, out_dir=out_dir, progress=False, tensorboard=False, anchors=anchors, **kwargs)
+    result = run_search(space, evaluate, SearchPlan(name, searcher_options, trials, seed=0, anchors=anchors),
+                        SearchOutput(out_dir, progress=False, tensorboard=False),
+                        constraints=Constraints(max_macs=budget), study=SharedStudy(**study))
     return result, evaluate
 
 
@@ -105,7 +106,8 @@ def test_dead_cells_stay_searchable(search_dir):
     space = make_space("cell201", small=True, operations=("none", "skip_connect", "conv_1x1"))
     dead = {key: "none" for key in space.choices()}
     assert space.min() != dead and space.is_live(space.min())
-    result = run_search(space, lambda arch: {"val_top1": 0.5}, searcher="random", trials=10_000,
-                        out_dir=search_dir, progress=False, tensorboard=False, anchors=[space.max(), space.min()])
+    result = run_search(space, lambda arch: {"val_top1": 0.5},
+                        SearchPlan("random", trials=10_000, anchors=[space.max(), space.min()]),
+                        SearchOutput(search_dir, progress=False, tensorboard=False))
     ids = [r["arch_id"] for r in _records(search_dir)]
     assert arch_id(dead) in ids and len(ids) == len(space.enumerate()) == result.evaluated

@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from nas.engine.search_runner import Constraints, run_search
+from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
 from searchers.optuna_storage import open_storage
 from tests.nas.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
@@ -76,9 +76,9 @@ def test_killed_search_resumes_without_rerunning_finished_trials(search_dir):
 
     space = small_space()
     evaluate = StubEvaluator(space, target_arch(space))
-    result = run_search(space, evaluate, searcher="optuna-nsga2", constraints=Constraints(max_macs=MAX_MACS),
-                        trials=10, seed=0, out_dir=search_dir, storage=url, study="killed",
-                        progress=False, tensorboard=False)
+    result = run_search(space, evaluate, SearchPlan("optuna-nsga2", trials=10, seed=0),
+                        SearchOutput(search_dir, progress=False, tensorboard=False),
+                        constraints=Constraints(max_macs=MAX_MACS), study=SharedStudy(url, "killed"))
     assert len(evaluate.calls) == 10 - len(finished) and not finished & set(evaluate.calls)
     assert result.evaluated == 10
     study = _study(url, search_dir, "killed")

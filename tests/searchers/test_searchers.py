@@ -11,7 +11,8 @@ from optuna.trial import TrialState
 
 from nas.core.errors import ConfigError, SearchError
 from nas.core.registry import SEARCHERS
-from nas.engine.search_runner import Constraints, parse_searcher_options, run_search
+from nas.engine.search_runner import (Constraints, SearchOutput, SearchPlan, SharedStudy, parse_searcher_options,
+                                      run_search)
 from searchers.evolution import EvolutionOptions, EvolutionSearcher
 from searchers.optuna_searcher import (
     NSGA2Options,
@@ -44,10 +45,11 @@ def target(space):
     return target_arch(space)
 
 
-def _search(space, target, out_dir, name, trials, seed=0, **kwargs):
+def _search(space, target, out_dir, name, trials, seed=0, searcher_options=None, **study):
     evaluate = StubEvaluator(space, target)
-    result = run_search(space, evaluate, searcher=name, constraints=BUDGET, trials=trials, seed=seed,
-                        out_dir=out_dir, progress=False, tensorboard=False, **kwargs)
+    result = run_search(space, evaluate, SearchPlan(name, searcher_options, trials, seed),
+                        SearchOutput(out_dir, progress=False, tensorboard=False), constraints=BUDGET,
+                        study=SharedStudy(**study))
     return result, evaluate
 
 
@@ -157,16 +159,16 @@ def test_resume_with_other_settings_fails(space, target, search_dir):
 
 def test_unsatisfiable_budget_names_the_cheapest_subnet(space, target, search_dir):
     with pytest.raises(SearchError, match=r"--max-macs: 0.3M is below the cheapest subnet \(min: 0.335M MACs\)"):
-        run_search(space, StubEvaluator(space, target), searcher="random", constraints=Constraints(max_macs=3e5),
-                   trials=5, out_dir=search_dir, progress=False, tensorboard=False)
+        run_search(space, StubEvaluator(space, target), SearchPlan("random", trials=5),
+                   SearchOutput(search_dir, progress=False, tensorboard=False), constraints=Constraints(max_macs=3e5))
 
 
 def test_rejection_cap_stops_with_a_message(search_dir):
     space = make_space("mobilenetv3")  # too large to list: random search rejection-samples
     budget = Constraints(max_macs=space.macs(space.min()) * 1.001)
     with pytest.raises(SearchError, match="20 suggestions in a row were infeasible"):
-        run_search(space, StubEvaluator(space, space.min()), searcher="random", constraints=budget, trials=5,
-                   out_dir=search_dir, progress=False, tensorboard=False, max_rejections=20)
+        run_search(space, StubEvaluator(space, space.min()), SearchPlan("random", trials=5, max_rejections=20),
+                   SearchOutput(search_dir, progress=False, tensorboard=False), constraints=budget)
 
 
 def test_storage_needs_an_optuna_searcher(space, target, search_dir):

@@ -1,0 +1,46 @@
+"""The costs a search can constrain, listed once: MACs, parameters, latency.
+
+Every place that names a cost (a search's budgets, its records and error messages, the CLI
+flags, `pareto.json` and its figure, the default search folder name) reads it from `COSTS`,
+so a new cost is one more entry here plus the code that computes it
+(`nas.engine.search_costs`). The order is the order of the checks: cheap analytic costs first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One constrainable cost: its record key, its budget flag and how people read it."""
+
+    name: str        # key in records, budgets and pareto.json ("macs")
+    flag: str        # the CLI flag of its budget ("--max-macs"); `max_<name>` in Python
+    label: str       # axis label of the Pareto figure
+    scale: float     # values are shown divided by this
+    unit: str        # written after a scaled amount ("M MACs", " ms")
+    short: str       # written after a scaled budget ("M", "")
+    analytic: bool   # computed from the arch alone (no measurement, no table)
+
+    def amount(self, value: float) -> str:
+        """`3.2M MACs`, `0.41 ms`: a cost as error messages print it."""
+        return f"{value / self.scale:.3g}{self.unit}"
+
+    def budget(self, value: float) -> str:
+        """`3.2M`, `0.5`: a budget as the user wrote it on the command line."""
+        number = f"{value / self.scale:.3g}" if self.analytic else f"{value:g}"
+        return number + self.short
+
+    def folder_part(self, value: float) -> str:
+        """`macs3.2M`, `latency_ms2ms`: the budget in a default search folder name."""
+        if self.analytic:
+            return f"{self.name}{value / self.scale:.4g}{self.short}"
+        return f"{self.name}{value:g}ms"
+
+
+MACS = Cost("macs", "--max-macs", "MACs (M)", 1e6, "M MACs", "M", analytic=True)
+PARAMS = Cost("params", "--max-params", "parameters (M)", 1e6, "M params", "M", analytic=True)
+LATENCY = Cost("latency_ms", "--max-latency-ms", "latency (ms)", 1.0, " ms", "", analytic=False)
+COSTS: tuple[Cost, ...] = (MACS, PARAMS, LATENCY)
+COST_NAMES: tuple[str, ...] = tuple(cost.name for cost in COSTS)
+BY_NAME: dict[str, Cost] = {cost.name: cost for cost in COSTS}
