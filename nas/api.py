@@ -131,9 +131,10 @@ def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> R
 
 def train(config: RunConfig, name: str | None = None, resume: bool = False,
           runs_dir: str | Path = DEFAULT_RUNS_DIR, progress: bool = True, checkpoint: str = LAST,
-          device: str | torch.device | None = None) -> RunDir:
-    """Train a supernet; returns its run directory. `resume` continues `runs_dir/name` from
-    `checkpoints/<checkpoint>`.
+          device: str | torch.device | None = None) -> TrainSummary:
+    """Train a supernet; returns where it stands (`TrainSummary`: its folder, last step and the
+    last epoch's validation top-1 of the monitored archs; `.dir` is the `RunDir`). `resume`
+    continues `runs_dir/name` from `checkpoints/<checkpoint>`.
 
     `device`: cpu, cuda or cuda:N (None: cuda when available, else cpu); under torchrun each
     rank uses cuda:LOCAL_RANK. Nothing is created before the name, the data and the config
@@ -169,7 +170,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
             trainer.resume(start)
         trainer.fit()
         barrier()
-    return run
+    return train_summary(run)
 
 
 # -- loading a trained run ------------------------------------------------------------------

@@ -80,11 +80,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = api.resume_config(run, args.set)
     else:
         config, name = api.load_config(args.config, args.set), args.name
-    run = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet,
-                    checkpoint=args.checkpoint, device=args.device)
-    print(f"run: {run.root}", file=sys.stderr)
+    summary = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet,
+                        checkpoint=args.checkpoint, device=args.device)
+    print(f"run: {summary.run}", file=sys.stderr)
     if args.json:
-        _print_json(api.train_summary(run).to_json())
+        _print_json(summary.to_json())
     return 0
 
 

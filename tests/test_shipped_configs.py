@@ -52,10 +52,10 @@ def test_shipped_configs_include_the_user_data_configs():
 def test_shipped_config_trains_evaluates_searches_and_exports(name, tmp_path, monkeypatch):
     config = load_config(name, tiny_overrides(name, tmp_path, monkeypatch))
     run = api.train(config, name="run", runs_dir=tmp_path / "runs", progress=False, device="cpu")
-    metrics = [json.loads(line) for line in run.metrics.read_text().splitlines()]
+    metrics = [json.loads(line) for line in run.dir.metrics.read_text().splitlines()]
     assert [m["step"] for m in metrics] == [2] and all(0 <= v <= 1 for k, v in metrics[0].items() if "top1" in k)
 
-    loaded = api.load_run(run.root, device="cpu")
+    loaded = api.load_run(run.run, device="cpu")
     assert loaded.step == 2
     low = api.evaluate(loaded, "min", "val")
     assert low["n_images"] == config.data.val_size and 0 <= low["top1"] <= 1

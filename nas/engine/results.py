@@ -1,5 +1,6 @@
-"""Typed results of the API's stages: what `nas.evaluate`, `nas.export_subnet` and
-`nas.train_summary` return (the search's `SearchResult` lives with the search loop).
+"""Typed results of the API's stages: what `nas.train` (and `nas.train_summary`),
+`nas.evaluate` and `nas.export_subnet` return (the search's `SearchResult` lives with the
+search loop).
 
 Each is a dataclass with `to_json()` (what the CLI's `--json` prints); `result["top1"]` reads
 that JSON too, so scripts written against plain dicts keep working.
@@ -87,6 +88,11 @@ class TrainSummary(JsonResult):
     epoch: int | None
     val_top1: dict[str, float]
     checkpoint: Path | None
+
+    @property
+    def dir(self) -> RunDir:
+        """The run's folder layout (`checkpoints`, `metrics`, `config`, ...)."""
+        return RunDir(self.run)
 
 
 def train_summary(run: RunDir | str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR) -> TrainSummary:

@@ -12,17 +12,19 @@ import pytest
 
 from nas.core.errors import Interrupted
 from nas.engine.checkpoint import load_checkpoint
+from nas.engine.results import TrainSummary
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def straight_and_resumed(train: Callable[[str, bool], RunDir], stop_at: int, monkeypatch) -> tuple[dict, dict]:
+def straight_and_resumed(train: Callable[[str, bool], TrainSummary], stop_at: int,
+                         monkeypatch) -> tuple[dict, dict]:
     """Last checkpoints of run `straight` and of run `resumed`, which SIGINT stops after step
     `stop_at` (checked: it raises `Interrupted` with exit code 130, its checkpoint is at that
     step) and `train(name, resume=True)` finishes."""
-    straight = train("straight", False)
+    straight = train("straight", False).dir
     original = Trainer.train_one_step
 
     def interrupt(self, images, labels):

@@ -29,15 +29,15 @@ def _train(tmp_path, name="run", steps=24, device="cuda", overrides=(), **train)
 
 def test_cuda_run_passes_epoch_ends_and_evaluates_like_the_cpu(tmp_path):
     run = _train(tmp_path, steps=24)        # 16 steps an epoch: one epoch end with evaluation, then the last step
-    records = [json.loads(line) for line in run.metrics.read_text().splitlines()]
+    records = [json.loads(line) for line in run.dir.metrics.read_text().splitlines()]
     assert [r["step"] for r in records] == [16, 24]
-    state = load_checkpoint(run.checkpoints / "last.pt")
+    state = load_checkpoint(run.dir.checkpoints / "last.pt")
     assert state["step"] == 24 and all(v.device.type == "cpu" for v in state["model"].values())
-    best = load_checkpoint(run.checkpoints / "best.pt")
+    best = load_checkpoint(run.dir.checkpoints / "best.pt")
     assert best["step"] in (16, 24)
     record = records[[r["step"] for r in records].index(best["step"])]
-    on_cpu = api.load_run(run.root, checkpoint="best.pt", device="cpu")
-    on_cuda = api.load_run(run.root, checkpoint="best.pt", device="cuda")
+    on_cpu = api.load_run(run.dir.root, checkpoint="best.pt", device="cpu")
+    on_cuda = api.load_run(run.dir.root, checkpoint="best.pt", device="cuda")
     assert next(on_cuda.strategy.model.parameters()).device.type == "cuda"
     for role, arch in on_cpu.strategy.monitored_archs().items():
         cpu = api.evaluate(on_cpu, arch)["top1"]
@@ -63,7 +63,7 @@ def test_cuda_resume_mid_epoch_matches_the_uninterrupted_run(tmp_path, monkeypat
 
 def test_bf16_channels_last_training_on_cuda(tmp_path):
     run = _train(tmp_path, steps=20, precision="bf16", channels_last=True)
-    state = load_checkpoint(run.checkpoints / "last.pt")
+    state = load_checkpoint(run.dir.checkpoints / "last.pt")
     assert state["step"] == 20
     assert all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())
     initial = api.build_supernet(load_config(tiny_config())).state_dict()

@@ -37,16 +37,20 @@ def test_tiny_run_learns_and_exports_what_eval_reports(tmp_path, capsys, sampler
     finally:
         Trainer.train_one_step = original
     assert sum(losses[-6:]) < sum(losses[:6]), losses      # the loss falls
-    state = load_checkpoint(run.checkpoints / "last.pt")    # round-trips with weights_only=True
-    assert state["step"] == 64 and state["config"] == load_config(run.config).to_dict()
-    loaded = api.load_run(run.root, device="cpu")
+    state = load_checkpoint(run.dir.checkpoints / "last.pt")    # round-trips with weights_only=True
+    assert state["step"] == 64 and state["config"] == load_config(run.dir.config).to_dict()
+    assert run.step == 64 and run.checkpoint == run.dir.checkpoints / "last.pt" and run.name == "run"
+    last_epoch = json.loads(run.dir.metrics.read_text().splitlines()[-1])      # train() returns its summary
+    assert run.val_top1 == {k[len("val_top1_"):]: v for k, v in last_epoch.items() if k.startswith("val_top1_")}
+    assert run.val_top1 and run.epoch == last_epoch["epoch"]
+    loaded = api.load_run(run.dir.root, device="cpu")
     assert all(torch.equal(v, loaded.strategy.model_state_dict()[k]) for k, v in state["model"].items())
 
     arch = "min" if sampler == "sandwich" else "max"
-    assert cli.main(["eval", str(run.root), "--arch", arch, "--split", "test", "--json", "--device", "cpu"]) == 0
+    assert cli.main(["eval", str(run.dir.root), "--arch", arch, "--split", "test", "--json", "--device", "cpu"]) == 0
     reported = json.loads(capsys.readouterr().out)
     assert 0.25 < reported["top1"] <= 1.0   # chance is 0.1 after 4 tiny epochs
-    assert cli.main(["export", str(run.root), "--arch", arch, "--out", str(tmp_path / "export"), "--json",
+    assert cli.main(["export", str(run.dir.root), "--arch", arch, "--out", str(tmp_path / "export"), "--json",
                      "--device", "cpu"]) == 0
     exported = json.loads(capsys.readouterr().out)
     assert exported["test_top1"] == reported["top1"]
@@ -140,14 +144,14 @@ def test_sandwich_step_runs_2_plus_n_passes_and_the_teacher_has_no_gradient(tmp_
 
 def test_truncated_checkpoint_is_a_clear_error_and_the_other_still_loads(tmp_path):
     run = _train(tmp_path, steps=16)
-    last, best = run.checkpoints / "last.pt", run.checkpoints / "best.pt"
+    last, best = run.dir.checkpoints / "last.pt", run.dir.checkpoints / "best.pt"
     data = last.read_bytes()
     last.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match=r"last.pt: unreadable checkpoint \(truncated or corrupt\?\)"):
         load_checkpoint(last)
     assert load_checkpoint(best)["step"] == 16
-    assert cli.main(["eval", str(run.root), "--arch", "max", "--device", "cpu"]) == 2
-    assert cli.main(["eval", str(run.root), "--arch", "max", "--checkpoint", "best.pt", "--device", "cpu"]) == 0
+    assert cli.main(["eval", str(run.dir.root), "--arch", "max", "--device", "cpu"]) == 2
+    assert cli.main(["eval", str(run.dir.root), "--arch", "max", "--checkpoint", "best.pt", "--device", "cpu"]) == 0
 
 
 def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):

@@ -44,7 +44,7 @@ def _train(config, root, name, stop_after: int | None = None, resume: bool = Fal
     Trainer.train_one_step = step
     try:
         if stop_after is None:
-            return api.train(config, name=name, runs_dir=root, resume=resume, progress=False)
+            return api.train(config, name=name, runs_dir=root, resume=resume, progress=False).dir
         with pytest.raises(Interrupted, match=f"SIGTERM at step {stop_after}, checkpoint saved") as stopped:
             api.train(config, name=name, runs_dir=root, resume=resume, progress=False)
         assert stopped.value.exit_code == 143
