@@ -139,3 +139,17 @@ def test_front_ranks_and_crowding():
     assert ranks([(1, 1), (2, 2), (0, 3), (3, 3)]) == [0, 1, 0, 2]
     distance = crowding([(0.0, 3.0), (1.0, 2.0), (3.0, 0.0)])
     assert distance[0] == distance[2] == float("inf") and distance[1] == pytest.approx(2.0)
+
+
+def test_every_listed_cost_has_a_budget_field_and_a_search_flag(capsys):
+    import dataclasses
+
+    from nas import cli
+    from nas.core.costs import COSTS
+
+    assert {f.name for f in dataclasses.fields(Constraints)} == {f"max_{cost.name}" for cost in COSTS}
+    assert cli.main(["search", "--help"]) == 0
+    help_text = capsys.readouterr().out
+    assert all(cost.flag in help_text for cost in COSTS)
+    budgets = Constraints(**{f"max_{cost.name}": 2.0 for cost in COSTS}).budgets()
+    assert list(budgets) == [cost.name for cost in COSTS]
