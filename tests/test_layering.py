@@ -14,7 +14,8 @@ ALLOWED = {
     "supernets": {"nas.core", "search_spaces"},
     "searchers": {"nas.core", "search_spaces"},
     "nas.engine": {"nas.core", "search_spaces", "supernets", "searchers"},
-    "nas.api": {"nas.core", "nas.engine", "search_spaces", "supernets", "searchers"},
+    "nas.api": {"nas.core", "nas.engine", "search_spaces", "supernets", "searchers", "nas.search_api"},
+    "nas.search_api": {"nas.core", "nas.engine", "search_spaces", "supernets", "searchers", "nas.api"},  # one floor
     "nas.cli": {"nas.core", "nas.api", "nas.engine"},
     "nas.__main__": {"nas.cli"},
     "nas": {"nas.api"},   # the package __init__ loads the API lazily

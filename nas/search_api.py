@@ -1,0 +1,200 @@
+"""The search stages of the Python API: `nas.search`, `nas.latency_table` and the budgets they read.
+
+`nas.api` re-exports these; they are kept apart because the search brings its own machinery
+(budgets given as amounts or percentages, latency tables, Optuna workers in spawned processes).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import torch
+
+from nas.core.errors import ConfigError
+from nas.core.files import check_writable
+from nas.engine.devices import resolve_device
+from nas.engine.run_dir import check_name
+
+if TYPE_CHECKING:
+    from nas.api import Run
+    from nas.engine.search_runner import SearchResult
+
+
+def _search_id(searcher: str, constraints: Any, seed: int, study: str | None) -> str:
+    """Default search directory name: the study, or searcher + budgets + seed (so re-running
+    the same command continues the same search)."""
+    if study is not None:
+        return study
+    from nas.core.costs import BY_NAME
+
+    parts = [searcher, *(BY_NAME[cost].folder_part(budget) for cost, budget in constraints.budgets().items())]
+    return "-".join(parts + [f"s{seed}"])
+
+
+def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
+    """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet."""
+    from nas.core.amounts import parse_amount
+
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            fraction = float(text[:-1]) / 100
+        except ValueError:
+            fraction = -1.0
+        if not 0 <= fraction <= 1:
+            raise ConfigError(f"{flag}: {text!r}: a percentage must be between 0% (min subnet) and 100% (max subnet)")
+        return low + fraction * (high - low)
+    return parse_amount(text, flag)
+
+
+def latency_table(run: Run, device: str | torch.device | None = None, batch: int = 1, threads: int | None = None,
+                  progress: bool = True) -> Path:
+    """Measure every distinct layer configuration of the run's space on `device` (None: the
+    run's device) (`nas latency-table`)."""
+    from nas.engine.latency import write_latency_table
+
+    device = resolve_device(device) if device is not None else run.device
+    for flag, value in (("--batch", batch), ("--threads", threads)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag}: must be >= 1, got {value}")
+    check_writable(run.dir.root / "latency", "RUN")      # before minutes of measuring
+    from nas.api import build_supernet
+
+    supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(desc=f"latency {device} b{batch}", unit="layer", file=sys.stderr)
+
+    def report(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+    try:
+        path, _ = write_latency_table(supernet, run.dir.root / "latency", device, batch, threads=threads,
+                                      seed=run.config.train.seed, progress=report)
+    finally:
+        if bar is not None:
+            bar.close()
+    return path
+
+
+def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | None = None,
+           max_params: str | float | None = None, max_latency_ms: float | None = None,
+           device: str | torch.device | None = None,
+           batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
+           out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
+           workers: int = 1, progress: bool = True) -> SearchResult:
+    """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
+
+    `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's
+    cost to the max subnet's. `workers > 1` starts that many local processes (one thread each)
+    on one Optuna storage (a journal file in the search directory unless `storage` is given),
+    then collects the shared study's result.
+    Every candidate is scored by BN recalibration + validation top-1 (never the test split).
+    The archs the strategy trains at every step (`anchor_archs`: max and min for the sandwich
+    rule) are evaluated first where they meet the budgets, inside `trials`.
+    A latency budget uses the run's lookup table for `device` (None: the run's device) and
+    `batch` (built first if missing) and the winner is measured to report the table's error.
+    """
+    from nas.api import arch_generator
+    from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
+
+    device = _check_search_arguments(run, device, batch, workers)
+    low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
+    constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
+                              resolve_budget(max_params, low[1], high[1], "--max-params"), max_latency_ms)
+    if out is None and study is not None:
+        check_name(study, "--study")      # the search folder's name
+    out_dir = Path(out) if out is not None else run.dir.search(_search_id(searcher, constraints, seed, study))
+    check_writable(out_dir, "--out" if out is not None else "RUN")
+    table = _search_table(run, device, batch, progress) if max_latency_ms is not None else None
+    if workers > 1:
+        storage, study = _run_workers(run, workers, out_dir, storage, study, device, {
+            "searcher": searcher, "max_macs": max_macs, "max_params": max_params, "max_latency_ms": max_latency_ms,
+            "batch": batch, "trials": trials, "seed": seed, "options": options})
+
+    def evaluate_arch(arch: Mapping[str, Any]) -> dict[str, Any]:
+        result = run.evaluator.evaluate(arch, "val")
+        return {"val_top1": result.top1, "val_top5": result.top5}
+
+    plan = SearchPlan(searcher, options, trials, seed, run.strategy.anchor_archs(), arch_generator(run))
+    return run_search(run.space, evaluate_arch, plan, SearchOutput(out_dir, progress), constraints=constraints,
+                      latency=table, export=run.export_model if table is not None else None,
+                      study=SharedStudy(storage, study, worker))
+
+
+def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
+    """The device to search on (None: the run's device), after checking the process-level flags."""
+    if workers < 1:
+        raise ConfigError(f"--workers: must be >= 1, got {workers}")
+    if batch < 1:
+        raise ConfigError(f"--batch: must be >= 1, got {batch}")
+    return resolve_device(device) if device is not None else run.device
+
+
+def _search_table(run: Run, device: torch.device, batch: int, progress: bool) -> Any:
+    """The run's latency table for `device`/`batch`, measured first if missing."""
+    from nas.engine.latency import LatencyTable, table_filename
+
+    path = run.dir.root / "latency" / table_filename(device, batch)
+    if not path.is_file():
+        print(f"building the latency table {path} first (nas latency-table {run.dir.name} --device {device} "
+              f"--batch {batch})", file=sys.stderr)
+        latency_table(run, device, batch, progress=progress)
+    return LatencyTable.load(path)
+
+
+def _run_workers(run: Run, workers: int, out_dir: Path, storage: str | None, study: str | None,
+                 device: torch.device, arguments: Mapping[str, Any]) -> tuple[str, str]:
+    """Run `workers` searches of one Optuna study in spawned processes of one thread each (each
+    loads the run from its folder) and wait for them all; returns the study's storage and name.
+
+    `arguments` are `search`'s keyword arguments for every worker; worker k adds `worker=k`.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from nas.core.errors import SearchError
+    from nas.core.registry import SEARCHERS
+
+    searcher = arguments["searcher"]
+    if not getattr(SEARCHERS.get(searcher).obj, "shared", False):
+        raise ConfigError(f"--workers: searcher '{searcher}' keeps its state in one process; use optuna-tpe or "
+                          f"optuna-nsga2 to share a study between workers")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    storage = storage if storage is not None else f"journal:///{(out_dir / 'optuna.journal').resolve()}"
+    study = study if study is not None else out_dir.name
+    task = {**arguments, "storage": storage, "study": study, "out": str(out_dir), "device": str(device)}
+    where = (str(run.dir.root.resolve()), run.checkpoint.name)
+    context = multiprocessing.get_context("spawn")
+    errors = []
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread_worker) as pool:
+        futures = [pool.submit(_search_worker, where, task, k) for k in range(workers)]
+        for k, future in enumerate(futures):
+            try:
+                future.result()
+            except Exception as e:     # a worker's error, raised again here with its index
+                errors.append(f"worker {k}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    if errors:
+        raise SearchError("--workers: " + "; ".join(errors))
+    return storage, study
+
+
+def _one_thread_worker() -> None:
+    """N torch processes on shared cores: one thread each."""
+    torch.set_num_threads(1)
+
+
+def _search_worker(where: tuple[str, str], arguments: Mapping[str, Any], worker: int) -> int:
+    """One worker of `_run_workers` (in its own process): the evaluations it made."""
+    from nas.api import load_run
+
+    run = load_run(where[0], checkpoint=where[1], device=arguments["device"])
+    options = {key: value for key, value in arguments.items() if key != "searcher"}
+    return search(run, arguments["searcher"], **options, worker=worker, progress=False).new
