@@ -104,8 +104,10 @@ def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
     argv = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe", "--trials", "6",
             "--workers", "2", "--storage", storage, "--study", "shared", "--out", str(tmp_path / "s"), "--json",
             "--quiet", "--device", "cpu"]
-    assert cli.main(argv) == 0
-    result = json.loads(capsys.readouterr().out)
+    code = cli.main(argv)
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    result = json.loads(printed.out)
     lines = [json.loads(line) for line in (tmp_path / "s" / "results.jsonl").read_text().splitlines()]
     assert result["evaluated"] == 6 == len(lines)
     assert len({line["arch_id"] for line in lines}) == 6 and len({line["trial"] for line in lines}) == 6
