@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 import optuna
 from optuna.distributions import CategoricalDistribution
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, SearchError
@@ -43,6 +43,7 @@ from searchers.base import (
 
 DEFAULT_STUDY = "search"
 POLL_SECONDS = 0.2
+ASK_TIMEOUT = 60.0  # longest wait for another worker's ask in progress (a loaded machine stalls it for seconds)
 WAIT_TIMEOUT = 6 * 3600.0  # longest wait for other workers' running trials near the end
 _FIX = "resume with the same settings, or use another --study (or --out)"
 
@@ -187,19 +188,30 @@ class OptunaSearcher(Searcher):
 
     def duplicate(self, arch_id: str) -> int | None:
         mine = self._open().number
-        for _ in range(100):  # earlier trials get their `nas` attribute right after their ask
+        deadline = time.monotonic() + ASK_TIMEOUT
+        while True:
             pending = False
             for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-                info = trial.user_attrs.get("nas")
                 if trial.number == mine or (trial.state == TrialState.RUNNING and trial.number > mine):
                     continue
-                if info is None:
+                key = self._arch_id_of(trial)
+                if key is None:
                     pending = pending or trial.state == TrialState.RUNNING
-                elif info["arch_id"] == arch_id:
+                elif key == arch_id:
                     return trial.number
-            if not pending:
+            if not pending or time.monotonic() > deadline:
                 return None
             time.sleep(0.05)
+
+    def _arch_id_of(self, trial: FrozenTrial) -> str | None:
+        """The arch_id of another worker's trial: its `nas` attribute, or (before its worker has
+        set that) its parameters, which `study.ask` stores in full before it returns; None while
+        that ask is still running."""
+        info = trial.user_attrs.get("nas")
+        if info is not None:
+            return info["arch_id"]
+        if set(trial.params) == set(self.distributions):
+            return arch_id(self.space.canonical(trial.params))
         return None
 
     def claim(self, target: int) -> bool:

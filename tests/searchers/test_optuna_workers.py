@@ -15,6 +15,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from nas.core.arch import arch_id
 from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
 from searchers.optuna_storage import open_storage
 from tests.nas.safety import wait_for
@@ -86,3 +87,29 @@ def test_killed_search_resumes_without_rerunning_finished_trials(search_dir):
     assert not study.get_trials(states=(TrialState.RUNNING,))
     assert len(study.get_trials(states=(TrialState.FAIL,))) == orphans  # the killed worker's trial
     assert len({r["arch_id"] for r in _records(search_dir)}) == 10
+
+
+def test_a_duplicate_is_seen_while_the_other_worker_has_not_tagged_its_trial(search_dir):
+    # Worker A has asked a trial (its parameters are stored) but not yet written its `nas`
+    # attribute (a loaded machine can stall it there for seconds); worker B asks the same arch.
+    import time
+
+    from searchers.base import SearchContext
+    from searchers.optuna_searcher import TPEOptions, TPESearcher
+
+    space = small_space()
+    url = f"sqlite:///{search_dir}/study.db"
+    context = SearchContext(space, 10, 0, 1, ("macs",), {}, search_dir, url, "race", {"searcher": "optuna-tpe"},
+                            None, None, None)
+    searcher = TPESearcher(context, TPEOptions())
+    arch = space.canonical(space.max())
+    study = searcher.study
+    study.enqueue_trial(dict(arch))
+    other = study.ask(searcher.distributions)             # worker A's trial, untagged
+    study.enqueue_trial(dict(arch))
+    mine = searcher.ask()                                  # worker B draws the same arch
+    assert mine == arch and other.number < searcher.trial_number()
+    started = time.monotonic()
+    assert searcher.duplicate(arch_id(arch)) == other.number
+    assert time.monotonic() - started < 1.0                # recognised from its parameters, no waiting
+    searcher.close()
