@@ -58,9 +58,9 @@ class SearchCosts:
 
     def settings(self) -> dict[str, Any]:
         """What a resumed search must share with this one about its costs."""
-        table = self.latency.device if self.latency is not None and LATENCY.name in self.budgets else None
-        return {"budgets": self.budgets,
-                "latency_table": None if table is None else f"{table.device}-b{table.batch_size}"}
+        measured_on = self.latency.device if self.latency is not None and LATENCY.name in self.budgets else None
+        return {"budgets": self.budgets, "latency_table": None if measured_on is None
+                else f"{measured_on.device}-b{measured_on.batch_size}"}
 
     def __call__(self, arch: Arch, key: str | None = None) -> dict[str, float]:
         """`{"macs", "params", "latency_ms"?}` of `arch` (latency only with a table)."""
@@ -82,6 +82,7 @@ class SearchCosts:
         return None
 
     def feasible(self, arch: Arch, key: str | None = None) -> bool:
+        """Whether `arch` (whose arch_id is `key`, when known) meets every budget."""
         return self.violation(self(arch, key)) is None
 
     def check_cheapest(self) -> None:
