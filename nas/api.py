@@ -5,6 +5,7 @@ CLI is a thin layer over it.
 """
 from __future__ import annotations
 
+import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +153,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     run = RunDir(Path(runs_dir) / check_name(name if name is not None else _default_name(config)))
     start = check_resume(run, resume, checkpoint)
     source = load_source(config, torch.device(env.device))
+    config = _with_capped_warmup(config, source, env.is_main and not resume)
     strategy = build_strategy(config)
     barrier()     # every rank has checked before rank 0 creates anything
     with ExitStack() as stack:
@@ -170,6 +172,22 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
         trainer.fit()
         barrier()
     return train_summary(run)
+
+
+def _with_capped_warmup(config: RunConfig, source: DataSource, announce: bool) -> RunConfig:
+    """The config with a warm-up longer than a tenth of the run cut to a tenth (see
+    `nas.engine.schedule`), saying so on stderr when `announce`."""
+    from dataclasses import replace
+
+    from nas.engine.data import steps_per_epoch
+    from nas.engine.schedule import capped_warmup
+
+    t = config.train
+    total = t.steps if t.steps is not None else t.epochs * steps_per_epoch(source.num_train, t.batch_size)
+    train_config, message = capped_warmup(t, total)
+    if message is not None and announce:
+        print(message, file=sys.stderr)
+    return replace(config, train=train_config)
 
 
 # -- loading a trained run ------------------------------------------------------------------

@@ -193,13 +193,14 @@ def cmd_latency_table(args: argparse.Namespace) -> int:
 def _registered() -> str:
     from nas.core.registry import (
         DISTILL_LOSSES,
+        ESTIMATORS,
         SAMPLERS,
         SEARCHERS,
         SPACES,
         STRATEGIES,
     )
     rows = [("spaces", SPACES), ("strategies", STRATEGIES), ("samplers", SAMPLERS),
-            ("distillation", DISTILL_LOSSES), ("searchers", SEARCHERS)]
+            ("distillation", DISTILL_LOSSES), ("searchers", SEARCHERS), ("estimators", ESTIMATORS)]
     return "registered:\n" + "\n".join(f"  {name:13s} {', '.join(reg.names())}" for name, reg in rows)
 
 

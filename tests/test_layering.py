@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("nas", "search_spaces", "supernets", "searchers")
+PACKAGES = ("nas", "search_spaces", "supernets", "searchers", "estimators")
 
 # layer -> the first-party layers it may import (besides itself)
 ALLOWED = {
@@ -13,9 +13,11 @@ ALLOWED = {
     "search_spaces": {"nas.core"},
     "supernets": {"nas.core", "search_spaces"},
     "searchers": {"nas.core", "search_spaces"},
-    "nas.engine": {"nas.core", "search_spaces", "supernets", "searchers"},
-    "nas.api": {"nas.core", "nas.engine", "search_spaces", "supernets", "searchers", "nas.search_api"},
-    "nas.search_api": {"nas.core", "nas.engine", "search_spaces", "supernets", "searchers", "nas.api"},  # one floor
+    "estimators": {"nas.core", "search_spaces", "supernets"},
+    "nas.engine": {"nas.core", "search_spaces", "supernets", "searchers", "estimators"},
+    "nas.api": {"nas.core", "nas.engine", "search_spaces", "supernets", "searchers", "estimators", "nas.search_api"},
+    "nas.search_api": {"nas.core", "nas.engine", "search_spaces", "supernets", "searchers", "estimators",
+                       "nas.api"},  # one floor
     "nas.cli": {"nas.core", "nas.api", "nas.engine"},
     "nas.__main__": {"nas.cli"},
     "nas": {"nas.api"},   # the package __init__ loads the API lazily

@@ -1,4 +1,4 @@
-"""Registries: search spaces, samplers, distillation losses, strategies and searchers by name.
+"""Registries: search spaces, samplers, distillation losses, strategies, searchers and estimators by name.
 
 YAML names a plugin (`sampler: sandwich`); the registry maps the name to the object and the
 dataclass that declares its options. Packages register on import; third-party packages add
@@ -16,7 +16,7 @@ from nas.core.errors import RegistryError
 
 T = TypeVar("T")
 PLUGIN_GROUP = "nas.plugins"
-_BUILTIN_PACKAGES = ("search_spaces", "supernets", "searchers")
+_BUILTIN_PACKAGES = ("search_spaces", "supernets", "searchers", "estimators")
 _loaded = False
 
 
@@ -100,3 +100,4 @@ SAMPLERS: Registry = Registry("sampler", "strategy.sampler.name")
 DISTILL_LOSSES: Registry = Registry("distillation loss", "strategy.distill.name")
 STRATEGIES: Registry = Registry("strategy", "strategy.name")
 SEARCHERS: Registry = Registry("searcher", "--searcher")
+ESTIMATORS: Registry = Registry("estimator", "--score")

@@ -30,9 +30,10 @@ from nas.core.errors import RunError, check_int
 from nas.core.files import write_json
 from nas.engine.arch_selection import select_archs
 from nas.engine.fidelity_report import summarize, write_report
-from nas.engine.ground_truth import GroundTruth, ModelFactory
+from nas.engine.ground_truth import GroundTruth, ModelFactory, recipe_source
 from nas.engine.jsonl import append_record, read_records
-from nas.engine.recipe import Recipe, load_recipe
+from nas.engine.recipe import Recipe, load_recipe, with_effective_warmup
+from nas.engine.standalone import total_steps
 from search_spaces.base import ArchSpace
 
 SETTINGS_FILE = "fidelity.json"
@@ -101,6 +102,7 @@ def plan(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: st
             recipe = replace(recipe, train=replace(recipe.train, epochs=epochs, steps=None))
     else:
         recipe = load_recipe(config, recipe, epochs)
+    recipe = with_effective_warmup(recipe, total_steps(recipe, recipe_source(recipe.data)))
     selected = select_archs(space, archs, selection_seed)
     return Plan(selected, recipe, GroundTruth(root, space, config, recipe, make_model), seeds, selection_seed)
 

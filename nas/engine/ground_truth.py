@@ -114,6 +114,13 @@ class GroundTruth:
         return len(tasks)
 
 
+def recipe_source(data: DataConfig) -> DataSource:
+    """The data source of a recipe's `data` section, loaded once per process."""
+    if data not in _SOURCES:
+        _SOURCES[data] = build_source(data)
+    return _SOURCES[data]
+
+
 def init_seed(train_seed: int, arch: Arch) -> int:
     """The seed that initialises `arch`'s standalone model when trained with `train_seed`."""
     return derive_seed(train_seed, "standalone-init", arch_id(arch))
@@ -124,9 +131,7 @@ def train_task(task: Task) -> dict[str, Any]:
     recipe = task.recipe
     train_seed = recipe.train.seed + task.seed
     model = task.make_model(task.config, task.arch, init_seed(train_seed, task.arch))
-    if recipe.data not in _SOURCES:
-        _SOURCES[recipe.data] = build_source(recipe.data)
-    result = train_standalone(model, recipe, _SOURCES[recipe.data], train_seed, resolution=task.resolution)
+    result = train_standalone(model, recipe, recipe_source(recipe.data), train_seed, resolution=task.resolution)
     record = {"arch_id": arch_id(task.arch), "arch": task.arch, "seed": task.seed, "train_seed": train_seed,
               "macs": task.macs, "params": task.params, **result.to_dict(), "threads": torch.get_num_threads(),
               "torch": torch.__version__}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from nas.core.config import AugmentConfig, DataConfig, EvalConfig, RunConfig, Tr
 from nas.core.errors import ConfigError, check_int
 from nas.core.registry import did_you_mean
 from nas.core.schema import to_plain
+from nas.engine.schedule import capped_warmup
 
 SECTIONS = ("train", "data")
 DEFAULT_LABEL_SMOOTHING = 0.1
@@ -35,6 +36,9 @@ _NOT_HASHED = ("threads", "checkpoint", "log_every")
 _DATA_NOT_HASHED = ("in_memory", "workers")
 _ALWAYS_HASHED_AUGMENT = ("crop_padding", "hflip")
 _LENGTH = ("epochs", "steps")
+# How `nas.engine.schedule` shapes the rate; part of the digest, so trainings made under an
+# earlier schedule (a warm-up that was not a prefix of the cosine) are not reused.
+SCHEDULE = "warmup-prefix"
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class Recipe:
         """Plain data of everything that shapes the trained weights."""
         train = {k: v for k, v in to_plain(self.train).items() if k not in _NOT_HASHED}
         return {"data": _data_section(self.data), "train": train, "eval": to_plain(self.eval),
-                "label_smoothing": self.label_smoothing}
+                "label_smoothing": self.label_smoothing, "schedule": SCHEDULE}
 
     def digest(self, **context: Any) -> str:
         """First 10 hex digits of sha1 of `to_dict()` plus `context` (e.g. the space section)."""
@@ -69,6 +73,14 @@ def _data_section(data: DataConfig) -> dict[str, Any]:
     plain["augment"] = {k: v for k, v in plain["augment"].items()
                         if k in _ALWAYS_HASHED_AUGMENT or v != defaults[k]}
     return plain
+
+
+def with_effective_warmup(recipe: Recipe, total_steps: int) -> Recipe:
+    """`recipe` with the warm-up its `total_steps` actually use (`nas.engine.schedule`), so a
+    recipe read from a run whose config recorded the cut warm-up and one read from the
+    uncut YAML name the same trainings."""
+    train, _ = capped_warmup(recipe.train, total_steps)
+    return replace(recipe, train=train)
 
 
 def label_smoothing_of(config: RunConfig) -> float:

@@ -29,7 +29,8 @@ from nas.engine.datasets import ImageSplits
 from nas.engine.evaluator import Accuracy, accuracy, resize, static_accuracy
 from nas.engine.sources import DataSource, InMemorySource, as_source
 from nas.engine.recipe import Recipe
-from nas.engine.trainer import build_optimizer, build_scheduler, clip_gradients
+from nas.engine.schedule import build_scheduler
+from nas.engine.trainer import build_optimizer, clip_gradients
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from typing import Any, Callable
 
 import torch
 from timm.optim import create_optimizer_v2, param_groups_weight_decay
-from timm.scheduler import create_scheduler_v2
 from torch import nn
 
 from nas.core.config import GradClipConfig, RunConfig, TrainConfig
@@ -44,6 +43,7 @@ from nas.engine.datasets import ImageSplits
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import RunDir
+from nas.engine.schedule import build_scheduler
 from nas.engine.sources import DataSource, as_source
 from nas.engine.train_logging import TrainLogger, interrupted_message
 from supernets.base import Restructure, StepIO, Strategy, restore_strategy
@@ -69,17 +69,6 @@ def build_optimizer(params: nn.Module | list[dict[str, Any]], config: TrainConfi
     if o.eps is not None:
         kwargs["eps"] = o.eps
     return create_optimizer_v2(params, opt=name, lr=o.lr, weight_decay=0.0, **kwargs)
-
-
-def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total_steps: int):
-    """timm LR schedule stepped every iteration (`step_update(step)`), lengths in iterations."""
-    s = config.scheduler
-    scheduler, _ = create_scheduler_v2(
-        optimizer, sched=s.name, num_epochs=total_steps, warmup_epochs=min(s.warmup_steps, total_steps),
-        warmup_lr=s.warmup_lr, min_lr=s.min_lr, decay_rate=s.decay_rate,
-        decay_epochs=s.decay_steps if s.decay_steps is not None else max(total_steps // 3, 1),
-        step_on_epochs=False, updates_per_epoch=1)
-    return scheduler
 
 
 def forget_epochs_after(run: RunDir, step: int) -> None:

@@ -26,7 +26,7 @@ def tiny_config(sampler: str = "sandwich", distill: str = "kl", steps: int = 24,
         "strategy": {"sampler": sampler_section, "distill": {"name": distill}},
         "train": {"epochs": None, "steps": steps, "batch_size": 64, "seed": 0,
                   "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5.0e-4},
-                  "scheduler": {"name": "cosine", "warmup_steps": 2},
+                  "scheduler": {"name": "cosine", "warmup_steps": 0},
                   "checkpoint": {"every_steps": 5, "every_seconds": 600}, **train},
         "eval": {"bn_recal_batches": 2, "bn_recal_batch_size": 64, "batch_size": 256},
     }
