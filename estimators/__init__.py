@@ -1,5 +1,5 @@
 """Estimators: scores that rank subnets by predicted standalone accuracy (registered by name)."""
-from estimators import macs, params, supernet  # noqa: F401  (registration)
+from estimators import grad_norm, jacov, macs, naswot, params, snip, supernet, synflow, zico  # noqa: F401
 from estimators.base import Estimator, EstimatorContext
 from nas.core.registry import ESTIMATORS
 
