@@ -35,6 +35,7 @@ class Zico(ZeroCostProxy):
     "ZiCo: Zero-shot NAS via Inverse Coefficient of Variation on Gradients", ICLR 2023)."""
 
     name = "zico"
+    cheap = False   # a backward pass per batch and init seed: ~1.5 CPU s per mbv3 arch (estimator_cost.py)
 
     def measure(self, model: nn.Module, batches: Sequence[Batch], input_shape: tuple[int, int, int]) -> float:
         if len(batches) < 2:
