@@ -1,12 +1,17 @@
 """Estimators: scores that rank subnets by predicted standalone accuracy (registered by name)."""
 from estimators import grad_norm, jacov, macs, naswot, params, snip, supernet, synflow, zico  # noqa: F401
 from estimators.base import Estimator, EstimatorContext
+from estimators.fused import Fused, is_fusion
 from nas.core.registry import ESTIMATORS
 
-__all__ = ["Estimator", "EstimatorContext", "build_estimator"]
+__all__ = ["Estimator", "EstimatorContext", "Fused", "build_estimator"]
 
 
 def build_estimator(spec: str) -> Estimator:
-    """The estimator a `--score` value names; an unknown name is a `RegistryError` with a
-    did-you-mean."""
+    """The estimator a `--score` value names: a registered name, or a rank fusion such as
+    `2*supernet+naswot` (`estimators/fused.py`); an unknown name is a `RegistryError` naming
+    `--score` with a did-you-mean."""
+    spec = spec.strip()
+    if is_fusion(spec):
+        return Fused.from_spec(spec)
     return ESTIMATORS.get(spec).obj()
