@@ -1,5 +1,6 @@
 """Estimators: scores that rank subnets by predicted standalone accuracy (registered by name)."""
-from estimators import grad_norm, jacov, macs, naswot, params, snip, supernet, synflow, zico  # noqa: F401
+from estimators import (  # noqa: F401  (registration)
+    calibrated, grad_norm, jacov, macs, naswot, params, snip, supernet, synflow, zico)
 from estimators.base import Estimator, EstimatorContext
 from estimators.fused import Fused, is_fusion
 from nas.core.registry import ESTIMATORS
