@@ -129,7 +129,7 @@ def test_zico_of_a_tiny_cnn_matches_plain_backward_passes():
 @pytest.mark.parametrize("space_name", ["mobilenetv3", "vit", "cell201"])
 def test_every_proxy_is_finite_deterministic_and_leaves_no_trace(space_name):
     space = make_space(space_name, small=True)
-    archs = [space.max(), space.min(), space.sample(random.Random(3))]
+    archs = [space.max(), space.sample(random.Random(3))]
     context = EstimatorContext(space=space, batches=_batches(), init_seeds=2, seed=5)
     rng_state = torch.get_rng_state()
     for name in PROXIES:
