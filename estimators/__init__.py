@@ -2,10 +2,13 @@
 from estimators import (  # noqa: F401  (registration)
     calibrated, grad_norm, jacov, macs, naswot, params, snip, supernet, synflow, zico)
 from estimators.base import Estimator, EstimatorContext
+from estimators.calibrated import Calibration, calibration_path, fit_calibrated
 from estimators.fused import Fused, is_fusion
+from nas.core.errors import ConfigError
 from nas.core.registry import ESTIMATORS
 
-__all__ = ["Estimator", "EstimatorContext", "Fused", "build_estimator"]
+__all__ = ["Calibration", "Estimator", "EstimatorContext", "Fused", "build_estimator", "calibration_path",
+           "fit_calibrated"]
 
 
 def build_estimator(spec: str) -> Estimator:
@@ -15,4 +18,6 @@ def build_estimator(spec: str) -> Estimator:
     spec = spec.strip()
     if is_fusion(spec):
         return Fused.from_spec(spec)
+    if spec == "fused":
+        raise ConfigError("--score: a fusion names its components: write e.g. 2*supernet+naswot+synflow")
     return ESTIMATORS.get(spec).obj()

@@ -65,6 +65,7 @@ def test_unknown_component_is_one_line_naming_score_with_a_did_you_mean():
     ("-1*naswot+macs", "must be a positive number, got '-1'"),
     ("naswot+", "--score: empty component in 'naswot\\+'"),
     ("naswot+2*naswot", "--score: 'naswot' appears twice"),
+    ("fused", "--score: a fusion names its components: write e.g. 2\\*supernet\\+naswot\\+synflow"),
 ])
 def test_malformed_fusions_are_refused(spec, message):
     with pytest.raises(ConfigError, match=message):
