@@ -12,7 +12,7 @@ import tomllib
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("nas", "search_spaces", "supernets", "searchers")
+PACKAGES = ("nas", "search_spaces", "supernets", "searchers", "estimators")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # Extras for developers only: the package itself never imports them.
 DEV_EXTRAS = {"dev"}
@@ -56,7 +56,7 @@ def declared() -> set[str]:
 
 def test_the_scan_sees_the_imports_we_know_about():
     users = third_party_imports()
-    for module in ("torch", "timm", "optuna", "yaml", "tqdm", "safetensors", "sqlalchemy", "PIL"):
+    for module in ("torch", "timm", "optuna", "yaml", "tqdm", "safetensors", "sqlalchemy", "PIL", "sklearn"):
         assert module in users, module
 
 

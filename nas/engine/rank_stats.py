@@ -12,44 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
+from nas.core.ranks import average_ranks, kendall_tau_b, paired_scores as _as_pair
 from supernets.attentive_table import MacsBins
 
-
-def _pair_signs(values: np.ndarray) -> np.ndarray:
-    """sign(v_i - v_j) for every pair i < j, flattened."""
-    i, j = np.triu_indices(len(values), k=1)
-    return np.sign(values[i] - values[j])
-
-
-def _tied_pairs(values: np.ndarray) -> int:
-    """Pairs with equal values: sum over tie groups of t (t - 1) / 2."""
-    _, counts = np.unique(values, return_counts=True)
-    return int((counts * (counts - 1) // 2).sum())
-
-
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - tx) (n0 - ty)).
-
-    n0 = n (n - 1) / 2 pairs; tx and ty count the pairs tied in `x` and in `y`.
-    """
-    a, b = _as_pair(x, y)
-    pairs = len(a) * (len(a) - 1) // 2
-    denominator = math.sqrt((pairs - _tied_pairs(a)) * (pairs - _tied_pairs(b)))
-    if denominator == 0:
-        return math.nan
-    return float((_pair_signs(a) * _pair_signs(b)).sum() / denominator)
-
-
-def average_ranks(values: Sequence[float]) -> np.ndarray:
-    """Ranks 1..n of `values` (ascending); tied values share the mean of their ranks."""
-    v = np.asarray(values, dtype=float)
-    order = np.argsort(v, kind="stable")
-    ranks = np.empty(len(v))
-    ranks[order] = np.arange(1, len(v) + 1)
-    _, inverse = np.unique(v, return_inverse=True)
-    sums = np.bincount(inverse, weights=ranks)
-    counts = np.bincount(inverse)
-    return sums[inverse] / counts[inverse]
+__all__ = ["average_ranks", "bin_gaps", "finite_or_none", "kendall_tau_b", "spearman_rho", "top_k", "top_k_overlap"]
 
 
 def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float:
@@ -97,10 +63,3 @@ def bin_gaps(macs: Sequence[int], standalone: Sequence[float], supernet: Sequenc
 def finite_or_none(value: float) -> float | None:
     """`value`, or None when it is NaN or infinite (JSON has no NaN)."""
     return value if math.isfinite(value) else None
-
-
-def _as_pair(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"expected two equally long lists of scores, got shapes {a.shape} and {b.shape}")
-    return a, b

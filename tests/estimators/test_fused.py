@@ -1,0 +1,72 @@
+"""Rank fusion: parsing of `--score` specs, ranks by hand, and one component keeping its order."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from estimators import EstimatorContext, Fused, build_estimator
+from estimators.base import Estimator
+from nas.core.errors import ConfigError, RegistryError
+from nas.core.registry import ESTIMATORS, Entry, NoOptions
+from tests.conftest import make_space
+
+
+def _fixed(name: str, values: list[float], needs: frozenset = frozenset()) -> type:
+    class Fixed(Estimator):
+        def scores(self, archs, context):
+            return values[:len(archs)]
+    Fixed.name, Fixed.needs = name, needs
+    return Fixed
+
+
+@pytest.fixture
+def fixed_estimators(monkeypatch):
+    for name, values, needs in [("fixed_a", [3, 1, 2, 2], frozenset({"batches"})),
+                                ("fixed_b", [10, 20, 30, 40], frozenset({"supernet_top1"}))]:
+        monkeypatch.setitem(ESTIMATORS._entries, name, Entry(name, _fixed(name, values, needs), NoOptions))
+
+
+def test_weighted_fusion_by_hand(fixed_estimators):
+    # ranks of a: 4, 1, 2.5, 2.5 -> 1, 0, 1/2, 1/2; of b: 0, 1/3, 2/3, 1; (2 a + b) / 3
+    fused = build_estimator("2*fixed_a + fixed_b")
+    assert isinstance(fused, Fused) and fused.population
+    assert fused.name == "2*fixed_a+fixed_b"
+    assert fused.needs == {"batches", "supernet_top1"}
+    archs = [{"i": i} for i in range(4)]
+    assert fused.scores(archs, None) == pytest.approx([2 / 3, 1 / 9, 5 / 9, 2 / 3])
+
+
+def test_fusion_of_one_estimator_keeps_its_order():
+    space = make_space("cell201", small=True)
+    rng = random.Random(0)
+    archs = [space.sample(rng) for _ in range(12)]
+    context = EstimatorContext(space=space)
+    macs = build_estimator("macs").scores(archs, context)
+    fused = build_estimator("1*macs").scores(archs, context)
+    assert len(set(macs)) < len(macs)    # ties among the archs, which must stay tied
+    assert np.array_equal(np.sign(np.subtract.outer(fused, fused)), np.sign(np.subtract.outer(macs, macs)))
+    assert min(fused) == 0 and max(fused) == 1
+
+
+def test_unknown_component_is_one_line_naming_score_with_a_did_you_mean():
+    with pytest.raises(RegistryError) as error:
+        build_estimator("supernet+naswto")
+    message = str(error.value)
+    assert message.startswith("--score: unknown estimator 'naswto' (did you mean 'naswot'?)")
+    assert "\n" not in message
+    with pytest.raises(RegistryError, match="did you mean 'synflow'"):
+        build_estimator("synflw")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("x*naswot", "--score: the weight of 'naswot' in 'x\\*naswot' must be a positive number, got 'x'"),
+    ("-1*naswot+macs", "must be a positive number, got '-1'"),
+    ("naswot+", "--score: empty component in 'naswot\\+'"),
+    ("naswot+2*naswot", "--score: 'naswot' appears twice"),
+    ("fused", "--score: a fusion names its components: write e.g. 2\\*supernet\\+naswot\\+synflow"),
+])
+def test_malformed_fusions_are_refused(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        build_estimator(spec)
