@@ -5,7 +5,9 @@ The trainer knows nothing of sampling rules: the strategy runs the passes of a s
 trainer clips, steps the optimiser and the per-iteration LR schedule (timm), logs and saves.
 The optimiser sees the strategy's `parameter_groups`; after every step the strategy may
 restructure its model (`after_step`), and the trainer then rebuilds the DDP wrapper, the
-optimiser and the scheduler around the new parameters (`Trainer.restructure`).
+optimiser and the scheduler around the new parameters (`Trainer.restructure`). The strategy also
+says how many optimiser steps the run takes (`total_steps`: the schedule's length unless
+it lengthens the run) and where each falls in the schedule (`schedule_step`).
 """
 from __future__ import annotations
 
