@@ -44,9 +44,9 @@ def measure(config_name: str, steps: int) -> dict:
             trainer.train_one_step(images, labels)
             if index >= 2:
                 times.append(time.perf_counter() - started)
-        first_epoch = config.strategy.options.split.at_epochs[0]
+        first_split = config.strategy.options.split.split_steps(trainer.schedule_steps, trainer.steps_per_epoch)[0]
         started = time.perf_counter()
-        change = strategy.after_step(first_epoch * trainer.steps_per_epoch, trainer.step_io())
+        change = strategy.after_step(first_split, trainer.step_io())
         trainer.restructure(change)
         split_seconds = time.perf_counter() - started
     step = statistics.median(times)

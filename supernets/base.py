@@ -45,6 +45,8 @@ class StepIO:
             `val` split on the model's device, a pure function of (seed, split, key), the
             same on every rank (for probes such as gradient matching; not for training).
         steps_per_epoch: Optimiser steps in one epoch (strategies that act at epoch ends).
+        schedule_steps: Steps of the run's learning-rate schedule (`train.steps`, or
+            `train.epochs` epochs): its length before `Strategy.total_steps` lengthens it.
     """
 
     forward: Callable[[torch.Tensor], torch.Tensor]
@@ -52,6 +54,7 @@ class StepIO:
     all_reduce_mean: Callable[[torch.Tensor], torch.Tensor]
     batches: Callable[[str, int, str], Batches] = field(default=lambda split, count, key: [])
     steps_per_epoch: int = 1
+    schedule_steps: int = 1
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,19 @@ class Strategy(abc.ABC):
         from timm.optim import param_groups_weight_decay
 
         return param_groups_weight_decay(self.model, weight_decay)
+
+    def total_steps(self, io: StepIO) -> int:
+        """Optimiser steps of the run for a schedule of `io.schedule_steps` steps (default: as
+        many). A strategy whose sub-supernets each train the rest of the schedule takes more;
+        the trainer asks again after every restructuring. Raises `ConfigError` for options
+        that do not fit the schedule."""
+        return io.schedule_steps
+
+    def schedule_step(self, step: int, io: StepIO) -> float:
+        """The learning-rate schedule's position at optimiser step `step` (default: `step`);
+        epochs end where it crosses a multiple of `io.steps_per_epoch`."""
+        del io
+        return step
 
     def after_step(self, step: int, io: StepIO) -> Restructure | None:
         """Called after optimiser step `step - 1` completed (`step` steps are done); a strategy

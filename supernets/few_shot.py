@@ -1,25 +1,35 @@
 """`few_shot`: a supernet split into sub-supernets where the gradients of choices disagree (GM-NAS).
 
-Until the first split epoch the strategy trains exactly like `one_shot` (the same supernet,
-sampler and distillation). At the end of each epoch listed in `split.at_epochs` every current
+Until the first split the strategy trains exactly like `one_shot` (the same supernet, sampler
+and distillation). Splits fall at fractions of the learning-rate schedule (`split.at`, default
+0.5 and 0.75: after the warm-up, on a supernet that has trained, as GM-NAS splits at 15 and 30
+of its 50 epochs) or at the ends of epochs (`split.at_epochs`). At each split every current
 sub-supernet is split once: for each key the space marks splittable (`splittable_keys`) that
 this sub-supernet has not split yet and that has at least `branching` values, the
-gradient-matching distance matrix between the key's values is averaged over `split.batches`
-probe batches (gradients of every parameter except the key's own operations, one random arch
-of the sub-space per batch with only the key's value changing); the values are grouped by the
+gradient-matching distance matrix between the key's values is averaged over probe batches
+(gradients of every parameter except the key's own operations, one random arch of the
+sub-space per batch with only the key's value changing); the values are grouped by the
 partition with the least intra-group distance, and the key with the largest cut between its
-groups is split (`edge_selection: random` picks a key at random instead). Each child is a
-copy of the parent's weights (with the parent's optimiser state and the same learning-rate
-schedule) owning `space.restrict(key, group)`, trained by its own one-shot strategy.
+groups is split (`edge_selection: random` picks a key at random instead). The probe runs twice,
+on two disjoint sets of `split.batches` batches: the decision uses both, and whether each alone
+would have chosen the same key and the same groups is logged with the split (a decision the
+two disagree on is at noise level). Each child is a copy of the parent's weights (with the
+parent's optimiser state) owning `space.restrict(key, group)`, trained by its own one-shot
+strategy.
+
+Budget (`split.budget`). `per_child` (GM-NAS): every child trains for the rest of the schedule,
+so after a split at schedule step s of a T-step schedule into n sub-supernets the remaining
+T - s steps become n (T - s) optimiser steps; the children take turns (step t trains part
+(t - t0) mod n, t0 the split's optimiser step), and the schedule's clock advances 1/n per
+optimiser step, so each child sees the rest of the original learning-rate schedule. `shared`:
+the sub-supernets share the remaining T - s steps, each step drawing one in proportion to the
+size of its space from (seed, step). The trainer asks `total_steps` for the loop's length and
+`schedule_step` for the schedule's position; both are pure functions of the split history.
 
 Routing: an arch belongs to the one sub-supernet whose split values hold the arch's
 canonical values (a key that is inactive in an arch carries its first value, so the archs of
 a sub-space partition their parent's). Evaluation, search and export go through
 `subnet_for`, so they see one space, the union of the sub-spaces.
-
-Interleaving: each training step trains one sub-supernet, drawn with probability proportional
-to the size of its space by a generator seeded from (seed, step): a pure function of the step
-and the split tree, so resumed runs and DDP ranks agree.
 """
 from __future__ import annotations
 
@@ -37,30 +47,64 @@ from nas.core.registry import SAMPLERS, STRATEGIES
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Restructure, StepIO, Strategy
-from supernets.few_shot_probe import Decision, decide_split
+from supernets import few_shot_budget as budget
+from supernets.few_shot_probe import OPTION_PATH, Decision, decide_split, probe_halves
 from supernets.gradient_matching import Metric
 from supernets.one_shot import OneShotOptions, OneShotStrategy
 
 
+DEFAULT_AT = (0.5, 0.75)
+
+
 @dataclass(frozen=True)
 class SplitOptions:
-    at_epochs: tuple[int, ...] = (1,)   # split every sub-supernet at the end of these epochs
+    at: tuple[float, ...] | None = None          # fractions of the schedule (default DEFAULT_AT)
+    at_epochs: tuple[int, ...] | None = None     # or: the ends of these epochs (not with `at`)
+    budget: Literal["per_child", "shared"] = "per_child"   # each child trains the rest, or they share it
     branching: int = 2                  # groups per split
     metric: Metric = "cos"
-    batches: int = 4                    # probe batches per distance matrix
+    batches: int = 50                   # probe batches of each of the two probes
     edge_selection: Literal["max_cut", "random"] = "max_cut"
 
     def __post_init__(self) -> None:
         problems = []
-        epochs = list(self.at_epochs)
-        if not epochs or min(epochs) < 1 or epochs != sorted(set(epochs)):
-            problems.append(f"at_epochs: must be increasing epochs >= 1, got {list(self.at_epochs)}")
+        if self.at is not None and self.at_epochs is not None:
+            problems.append("at: give at (fractions of training) or at_epochs, not both")
+        if self.at is not None:
+            fractions = list(self.at)
+            if not fractions or not all(0 < f < 1 for f in fractions) or any(
+                    a >= b for a, b in zip(fractions, fractions[1:])):
+                problems.append(f"at: must be strictly increasing fractions of training in (0, 1), got {fractions}")
+        if self.at_epochs is not None:
+            epochs = list(self.at_epochs)
+            if not epochs or min(epochs) < 1 or epochs != sorted(set(epochs)):
+                problems.append(f"at_epochs: must be increasing epochs >= 1, got {epochs}")
         if self.branching < 2:
             problems.append(f"branching: must be >= 2, got {self.branching}")
         if self.batches < 1:
             problems.append(f"batches: must be >= 1, got {self.batches}")
         if problems:
             raise ConfigError(problems)
+
+    def split_steps(self, schedule_steps: int, steps_per_epoch: int) -> list[int]:
+        """The schedule steps the splits fall after, for a schedule of `schedule_steps` steps.
+
+        Raises `ConfigError` naming the key when a split falls at or after the end of training
+        (it would never happen) or, for fractions, before the first step or on another's step.
+        """
+        if self.at_epochs is not None:
+            steps = [epoch * steps_per_epoch for epoch in self.at_epochs]
+            late = [e for e, step in zip(self.at_epochs, steps) if step >= schedule_steps]
+            if late:
+                raise ConfigError(f"{OPTION_PATH}.at_epochs: {late} at or after the end of training "
+                                  f"({schedule_steps} steps, {steps_per_epoch} an epoch): the run would never split")
+            return steps
+        fractions = self.at if self.at is not None else DEFAULT_AT
+        steps = [int(f * schedule_steps) for f in fractions]
+        if steps[0] < 1 or len(set(steps)) < len(steps):
+            raise ConfigError(f"{OPTION_PATH}.at: {list(fractions)} of a {schedule_steps}-step run gives split steps "
+                              f"{steps}; they must be distinct and >= 1")
+        return steps
 
 
 @dataclass(frozen=True)
@@ -95,6 +139,7 @@ class FewShotStrategy(Strategy):
         self.routes: list[dict[str, tuple[Value, ...]]] = [{}]   # per part: split key -> its values
         self.history: list[dict] = []
         self.rounds = 0
+        self.segment_start = 0        # optimiser step of the last split (the children's turns count from it)
         self.cache_dir: Path | None = None
         self.model = Router([root.supernet])
         self._sizes = [space.size()]
@@ -119,9 +164,12 @@ class FewShotStrategy(Strategy):
         return self.parts[self.model.active].supernet
 
     def part_of_step(self, step: int) -> int:
-        """The sub-supernet step `step` trains (drawn in proportion to the sub-space sizes)."""
+        """The sub-supernet step `step` trains: in turn from the last split (`per_child`), or
+        drawn in proportion to the sub-space sizes (`shared`)."""
         if len(self.parts) == 1:
             return 0
+        if self.options.split.budget == "per_child":
+            return (step - self.segment_start) % len(self.parts)
         return python_rng(self.seed, "few-shot-part", step).choices(range(len(self.parts)), weights=self._sizes)[0]
 
     def monitored_archs(self) -> dict[str, Arch]:
@@ -163,23 +211,57 @@ class FewShotStrategy(Strategy):
         self.model.active = index
         return self.parts[index].train_step(images, labels, step, io)
 
+    # -- budget -----------------------------------------------------------------------------
+    def _part_counts(self) -> list[int]:
+        """Sub-supernets after each split round taken so far."""
+        counts, parts = [], 1
+        for round_index in range(self.rounds):
+            parts += sum(len(s["groups"]) - 1 for s in self.history if s["round"] == round_index)
+            counts.append(parts)
+        return counts
+
+    def _segments(self, io: StepIO) -> list[budget.Segment]:
+        split = self.options.split
+        return budget.plan(split.split_steps(io.schedule_steps, io.steps_per_epoch), self._part_counts(),
+                    split.branching, split.budget == "per_child")
+
+    def total_steps(self, io: StepIO) -> int:
+        return budget.total_steps(self._segments(io), io.schedule_steps)
+
+    def schedule_step(self, step: int, io: StepIO) -> float:
+        return budget.schedule_position(self._segments(io), step)
+
+    def _budget_line(self, io: StepIO, segment: budget.Segment) -> str:
+        remaining, schedule = io.schedule_steps - segment.position, io.schedule_steps
+        if self.options.split.budget == "shared":
+            return f"budget shared: {len(self.parts)} sub-supernets share the remaining {remaining} steps"
+        total = self.total_steps(io)
+        return (f"budget per_child: {len(self.parts)} sub-supernets each train the remaining {remaining} schedule "
+                f"steps, {total} optimiser steps in all instead of {schedule} (+{total - schedule})")
+
+    # -- splitting ----------------------------------------------------------------------------
     def after_step(self, step: int, io: StepIO) -> Restructure | None:
-        at_epochs = self.options.split.at_epochs
-        if self.rounds >= len(at_epochs) or step != at_epochs[self.rounds] * io.steps_per_epoch:
+        segments = self._segments(io)
+        if self.rounds + 1 >= len(segments) or step != segments[self.rounds + 1].start:
             return None
-        batches = io.batches("train", self.options.split.batches, f"few-shot-round{self.rounds}")
-        decisions = [d for d in (decide_split(self, index, batches, io) for index in range(len(self.parts)))
-                     if d is not None]
         round_index = self.rounds
+        batches = io.batches("train", 2 * self.options.split.batches, f"few-shot-round{round_index}")
+        halves = probe_halves(batches, self.options.split.batches)
+        decisions = [d for d in (decide_split(self, index, halves, io) for index in range(len(self.parts)))
+                     if d is not None]
         copied = self._apply(decisions, round_index)
-        self.rounds += 1
-        reason = "; ".join(f"split part {d.part} on {d.key}: " + " | ".join(str(list(g)) for g in d.groups)
-                           + f" (cut {d.cut:.4f})" for d in decisions)
-        return Restructure(copied, reason or f"split round {round_index}: nothing left to split",
-                           images={f"few_shot/round{round_index}/part{d.part}/{key}": matrix
+        self.rounds, self.segment_start = round_index + 1, step
+        lines = [d.describe() for d in decisions] or [f"split round {round_index}: nothing left to split"]
+        tag = f"round{round_index}/part"
+        scalars = {"few_shot/sub_supernets": float(len(self.parts))}
+        for d in decisions:
+            scalars.update({f"few_shot/cut/{tag}{d.part}": d.cut,
+                            f"few_shot/probes_agree_key/{tag}{d.part}": float(d.agrees_on_key),
+                            f"few_shot/probes_agree_groups/{tag}{d.part}": float(d.agrees_on_groups)})
+        return Restructure(copied, "; ".join(lines + [self._budget_line(io, segments[round_index + 1])]),
+                           images={f"few_shot/{tag}{d.part}/{key}": matrix
                                    for d in decisions for key, matrix in d.matrices.items()},
-                           scalars={**{f"few_shot/cut/round{round_index}/part{d.part}": d.cut for d in decisions},
-                                    "few_shot/sub_supernets": float(len(self.parts))})
+                           scalars=scalars)
 
     def _apply(self, decisions: Sequence[Decision], round_index: int) -> dict[nn.Parameter, nn.Parameter]:
         """Replace each decided part by its children (later parts first, so indices hold)."""
@@ -206,7 +288,7 @@ class FewShotStrategy(Strategy):
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {"rounds": self.rounds, "splits": [dict(s) for s in self.history],
+        return {"rounds": self.rounds, "segment_start": self.segment_start, "splits": [dict(s) for s in self.history],
                 "parts": [part.state_dict() for part in self.parts]}
 
     def load_state_dict(self, state: dict) -> None:
@@ -219,6 +301,8 @@ class FewShotStrategy(Strategy):
         for round_index in sorted({s["round"] for s in splits}):
             self._apply([Decision(s["part"], s["key"], tuple(tuple(g) for g in s["groups"]), s["cut"])
                          for s in splits if s["round"] == round_index], round_index)
+        self.history = [dict(s) for s in splits]      # as recorded (with the probes' agreement)
         self.rounds = state.get("rounds", 0)
+        self.segment_start = state.get("segment_start", 0)
         for part, part_state in zip(self.parts, state.get("parts", [])):
             part.load_state_dict(part_state)

@@ -16,9 +16,24 @@ With one expert no router is built and the source returns its single tensor: the
 its parameter shapes and order, its training and its RNG draws are those of the plain one.
 Routers and the extra experts are drawn from generators derived from the seed, never from
 the global RNG.
+
+Parity with the plain supernet (`parity`). The router's output layer starts at zero, so at
+initialisation every row of weights is 1/m, and the mix of m independent experts of standard
+deviation s has standard deviation s / sqrt(m). The mixed tensor is `c * sum_i w_i E_i`, with
+experts stored at scale `a * s`, and the two are chosen so that it starts at the plain op's
+scale (`c * a / sqrt(m) = 1`) and moves as far per step as the plain tensor would:
+- `sgd` (SGD, momentum; the default): the gradient of E_i is `c w_i g`, so one step moves the
+  mix by `-lr c^2 (sum_i w_i^2) g = -lr (c^2 / m) g`: parity needs `c = sqrt(m)`, `a = 1`. The
+  experts keep the op's own scale and the mix is multiplied by sqrt(m).
+- `adam` (Adam, AdamW: steps of about `lr` per entry whatever the gradient's scale): the mix
+  moves by `c * lr`, so parity needs `c = 1`, `a = sqrt(m)`: the experts start at sqrt(m)
+  times the op's scale and the mix is a plain weighted sum.
+Both hold per output neuron under neuron-wise routing (every row starts at 1/m), and a
+weight decay shrinks the mix exactly as it shrinks a plain tensor, in both cases.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -43,6 +58,7 @@ class MixtureOptions:
     routing: Literal["layer", "neuron"] = "layer"      # one softmax per layer, or per output neuron
     hidden: int = 128                                  # hidden units of each router MLP
     ops: Literal["ffn", "pointwise", "all"] = "all"    # which declared layers: by role, or all
+    parity: Literal["sgd", "adam"] = "sgd"             # whose step the mix matches at init (module doc)
 
     def __post_init__(self) -> None:
         problems = []
@@ -62,10 +78,11 @@ class MixtureSource(WeightSource):
     once in the state dict, the optimiser and the DDP reduction.
     """
 
-    def __init__(self, experts: Sequence[torch.Tensor], router: Router | None):
+    def __init__(self, experts: Sequence[torch.Tensor], router: Router | None, scale: float = 1.0):
         super().__init__()
         self.experts = nn.ParameterList([nn.Parameter(e) for e in experts])
         self.shape = tuple(experts[0].shape)
+        self.scale = scale          # c: the mix's multiplier (module docstring, "Parity")
         self.uses_arch = router is not None
         if router is not None and router.experts != len(experts):
             raise ValueError(f"router mixes {router.experts} experts, source has {len(experts)}")
@@ -85,7 +102,7 @@ class MixtureSource(WeightSource):
         mixed = weights[:, 0].view(shape) * self.experts[0]
         for i in range(1, len(self.experts)):
             mixed = mixed + weights[:, i].view(shape) * self.experts[i]
-        return mixed
+        return mixed * self.scale if self.scale != 1.0 else mixed
 
 
 def _layers_for(supernet: Supernet, ops: str) -> list[MixableLayer]:
@@ -109,11 +126,21 @@ def _attach_router(owner: nn.Module, router: Router, name: str) -> Router:
     return router
 
 
-def _experts(tensor: torch.Tensor, count: int, generator: torch.Generator) -> list[torch.Tensor]:
-    """`tensor` (expert 0) and `count - 1` seeded permutations of its entries."""
+def parity_scales(experts: int, parity: str) -> tuple[float, float]:
+    """(a, c): the experts' initial scale relative to the op's, and the mix's multiplier, that
+    start the mix at the op's scale and move it as far per `parity` step as the op (module doc)."""
+    if experts == 1:
+        return 1.0, 1.0
+    root = math.sqrt(experts)
+    return (1.0, root) if parity == "sgd" else (root, 1.0)
+
+
+def _experts(tensor: torch.Tensor, count: int, generator: torch.Generator, scale: float) -> list[torch.Tensor]:
+    """`tensor` (expert 0) and `count - 1` seeded permutations of its entries, times `scale`."""
     flat = tensor.detach().reshape(-1)
-    return [tensor.detach().clone()] + [flat[torch.randperm(flat.numel(), generator=generator)].view_as(tensor)
-                                        for _ in range(count - 1)]
+    experts = [tensor.detach().clone()] + [flat[torch.randperm(flat.numel(), generator=generator)].view_as(tensor)
+                                           for _ in range(count - 1)]
+    return experts if scale == 1.0 else [e * scale for e in experts]
 
 
 def apply_mixture(supernet: Supernet, options: MixtureOptions, seed: int) -> list[str]:
@@ -126,6 +153,7 @@ def apply_mixture(supernet: Supernet, options: MixtureOptions, seed: int) -> lis
     encoding_size = supernet.space.encode(supernet.space.min()).numel()
     generator = torch_generator(seed, "mixture-experts")
     sources, replaced = supernet.weight_sources(), []
+    expert_scale, mix_scale = parity_scales(options.experts, options.parity)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "mixture-routers"))
         for layer in layers:
@@ -141,8 +169,8 @@ def apply_mixture(supernet: Supernet, options: MixtureOptions, seed: int) -> lis
                     op_router = _attach_router(supernet.get_submodule(owner),
                                                Router(encoding_size, options.hidden, options.experts, neurons), owner)
                 for name in op:
-                    experts = _experts(sources[name].full(), options.experts, generator)
-                    supernet.replace_source(name, MixtureSource(experts, op_router))
+                    experts = _experts(sources[name].full(), options.experts, generator, expert_scale)
+                    supernet.replace_source(name, MixtureSource(experts, op_router, mix_scale))
                     replaced.append(name)
     return replaced
 

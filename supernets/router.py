@@ -4,7 +4,8 @@ A two-layer MLP reads `space.encode(arch)` (a one-hot of every active choice: en
 {0, 1}, already on a common scale, so it is fed as is) and gives, for each of `groups` rows,
 a softmax over the experts: one row for a whole layer (layer-wise routing) or one per output
 neuron of an op (neuron-wise routing). The output layer starts at zero, so at initialisation
-every arch mixes the experts evenly and the routing is learned from there.
+every arch mixes the experts evenly (the scale `supernets.mixture` gives the mix assumes it)
+and the routing is learned from there.
 """
 from __future__ import annotations
 

@@ -37,6 +37,8 @@ def tiny_overrides(name: str, tmp_path, monkeypatch) -> list[str]:
     else:
         write_fashion_subset(tmp_path, n_train=64, n_test=32)
         overrides += [f"data.root={tmp_path}", "data.val_size=16", "data.train_size=null"]
+    if config.strategy.name == "few_shot":    # one split inside the 2 steps, which stay 2
+        overrides += ["strategy.options.split.at=[0.5]", "strategy.options.split.budget=shared"]
     if data.image_size is not None and data.image_size > SHRUNK_SIDE:
         overrides.append(f"data.image_size={SHRUNK_SIDE}")
         if hasattr(config.space.options, "resolutions"):
@@ -57,6 +59,8 @@ def test_shipped_config_trains_evaluates_searches_and_exports(name, tmp_path, mo
 
     loaded = api.load_run(run.run, device="cpu")
     assert loaded.step == 2
+    if config.strategy.name == "few_shot":
+        assert len(loaded.strategy.parts) == 2       # the split really happened
     low = api.evaluate(loaded, "min", "val")
     assert low["n_images"] == config.data.val_size and 0 <= low["top1"] <= 1
 

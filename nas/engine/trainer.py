@@ -5,7 +5,9 @@ The trainer knows nothing of sampling rules: the strategy runs the passes of a s
 trainer clips, steps the optimiser and the per-iteration LR schedule (timm), logs and saves.
 The optimiser sees the strategy's `parameter_groups`; after every step the strategy may
 restructure its model (`after_step`), and the trainer then rebuilds the DDP wrapper, the
-optimiser and the scheduler around the new parameters (`Trainer.restructure`).
+optimiser and the scheduler around the new parameters (`Trainer.restructure`). The strategy also
+says how many optimiser steps the run takes (`total_steps`: the schedule's length unless
+it lengthens the run) and where each falls in the schedule (`schedule_step`).
 """
 from __future__ import annotations
 
@@ -124,9 +126,10 @@ class Trainer:
         self.device = torch.device(env.device)
         self.memory_format = torch.channels_last if self.train_cfg.channels_last else torch.contiguous_format
         self.steps_per_epoch = steps_per_epoch(self.data.num_train, self.train_cfg.batch_size)
-        self.total_steps = (self.train_cfg.steps if self.train_cfg.steps is not None
-                            else self.train_cfg.epochs * self.steps_per_epoch)
+        self.schedule_steps = (self.train_cfg.steps if self.train_cfg.steps is not None
+                               else self.train_cfg.epochs * self.steps_per_epoch)
         self._build()
+        self.total_steps = self.strategy.total_steps(self.step_io())   # a few-shot run may train longer
         self.state = TrainState()
         self._stop_signal: int | None = None
         self.restructures: list[tuple[int, Restructure]] = []   # (step, change) of this process's restructures
@@ -141,7 +144,7 @@ class Trainer:
         self.wrapped = self._wrap(self.model)
         self.optimizer = build_optimizer(self.strategy.parameter_groups(self.train_cfg.optimizer.weight_decay),
                                          self.train_cfg)
-        self.scheduler = build_scheduler(self.optimizer, self.train_cfg, self.total_steps)
+        self.scheduler = build_scheduler(self.optimizer, self.train_cfg, self.schedule_steps)
 
     def restructure(self, change: Restructure) -> None:
         """Rebuild DDP, optimiser and scheduler after the strategy changed its model.
@@ -186,7 +189,16 @@ class Trainer:
 
     def step_io(self) -> StepIO:
         return StepIO(forward=self.wrapped, pass_context=self._pass_context, all_reduce_mean=all_reduce_mean,
-                      batches=self.probe_batches, steps_per_epoch=self.steps_per_epoch)
+                      batches=self.probe_batches, steps_per_epoch=self.steps_per_epoch,
+                      schedule_steps=self.schedule_steps)
+
+    def schedule_position(self, step: int) -> float:
+        """Where optimiser step `step` falls in the learning-rate schedule (the strategy says)."""
+        return self.strategy.schedule_step(step, self.step_io())
+
+    def epoch_of(self, step: int) -> int:
+        """The schedule epoch that optimiser step `step` (counted as done) ends or lies in."""
+        return math.ceil(self.schedule_position(step) / self.steps_per_epoch) - 1
 
     def probe_batches(self, split: str, count: int, key: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """`count` batches of `split` (`train` or `val`), normalised, without augmentation, on the
@@ -200,7 +212,7 @@ class Trainer:
         return {"config": self.config.to_dict(), "model": self.strategy.model_state_dict(),
                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "strategy": self.strategy.state_dict(), "step": self.state.step,
-                "epoch": self.state.step // self.steps_per_epoch, "rng": rng_state(),
+                "epoch": int(self.schedule_position(self.state.step) // self.steps_per_epoch), "rng": rng_state(),
                 "elapsed": self.state.elapsed, "best_score": self.state.best_score,
                 "total_steps": self.total_steps, "evaluation_pending": self.evaluation_pending}
 
@@ -231,6 +243,7 @@ class Trainer:
         try:
             restore_strategy(self.strategy, state)
             self._build()
+            self.total_steps = self.strategy.total_steps(self.step_io())
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
         except (KeyError, RuntimeError, ValueError) as e:
@@ -301,10 +314,10 @@ class Trainer:
 
     def train_one_step(self, images: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
         """One optimiser step: the strategy's passes, clipping, the update, the LR schedule."""
-        self.scheduler.step_update(self.state.step)
+        io = self.step_io()
+        self.scheduler.step_update(self.strategy.schedule_step(self.state.step, io))
         self.optimizer.zero_grad(set_to_none=True)
         self.model.train()
-        io = self.step_io()
         logs = self.strategy.train_step(images, labels, self.state.step, io)
         self._check_finite(logs)
         self._clip()
@@ -315,6 +328,7 @@ class Trainer:
         if change is not None:
             self.restructure(change)
             self.restructures.append((self.state.step, change))
+            self.total_steps = self.strategy.total_steps(io)
         return logs
 
     def _batches(self):
@@ -340,18 +354,19 @@ class Trainer:
         last_save, last_save_time = self.state.step, time.monotonic()
         with self._signals(), logger:
             if self.evaluation_pending:     # resumed from an epoch end saved before its evaluation
-                self.end_of_epoch((self.state.step - 1) // self.steps_per_epoch, logger)
+                self.end_of_epoch(self.epoch_of(self.state.step), logger)
                 self.save()
-            for epoch, images, labels in self._batches():
+            for _, images, labels in self._batches():
                 started = time.perf_counter()
                 logs = self.train_one_step(images, labels)
                 self.state.elapsed += time.perf_counter() - started
                 logger.step(logs, images.shape[0] * self.env.world_size, time.perf_counter() - started)
                 if self.restructures and self.restructures[-1][0] == self.state.step:
                     logger.restructured(*self.restructures[-1])
-                at_epoch_end = self.state.step % self.steps_per_epoch == 0 or self.state.step == self.total_steps
+                at_epoch_end = (self.schedule_position(self.state.step) % self.steps_per_epoch == 0
+                                or self.state.step == self.total_steps)
                 if at_epoch_end:
-                    self._evaluate_epoch(epoch, logger)
+                    self._evaluate_epoch(self.epoch_of(self.state.step), logger)
                 due = (self.state.step - last_save >= self.train_cfg.checkpoint.every_steps
                        or time.monotonic() - last_save_time >= self.train_cfg.checkpoint.every_seconds)
                 self._agree_on_stop()

@@ -3,8 +3,10 @@ gradients, one-shot training before the first split, resume across a split, expo
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import random
+import re
 
 import pytest
 import torch
@@ -15,12 +17,16 @@ from nas.core.config import load_config
 from nas.core.errors import ConfigError
 from nas.engine.datasets import load_dataset
 from nas.engine.run_dir import RunDir
+from nas.engine.schedule import build_scheduler
 from nas.engine.trainer import Trainer
-from supernets.few_shot import FewShotStrategy
-from supernets.few_shot_probe import Decision, decide_split, shared_parameters
+from supernets.base import StepIO
+from supernets.few_shot import FewShotOptions, FewShotStrategy, SplitOptions
+from supernets.few_shot_probe import Decision, decide_split, probe_halves, shared_parameters
 from supernets.gradient_matching import best_partition, partitions
+from supernets.one_shot import OneShotStrategy
 from tests.nas.helpers import straight_and_resumed
 from tests.nas.tiny import tiny_config
+from tests.supernets.toys import PlantedSpace
 
 CELL = {"name": "cell201", "options": {"channels": 4, "operations": ["none", "skip_connect", "conv_1x1"]}}
 VIT = {"name": "vit", "options": {"embed_dims": [16], "depths": [1, 2], "num_heads": [1], "head_dim": 8,
@@ -32,7 +38,10 @@ def _config(space=None, split=None, strategy="few_shot", **train):
     data["data"].update(train_size=256, val_size=256)       # batch 64: 4 steps an epoch
     data["strategy"]["name"] = strategy
     if strategy == "few_shot":
-        data["strategy"]["options"] = {"split": {"at_epochs": [1], "batches": 1, **(split or {})}}
+        split = {"at_epochs": [1], "batches": 1, **(split or {})}
+        if "at" in split:
+            split.pop("at_epochs")
+        data["strategy"]["options"] = {"split": split}
     if space is not None:
         data["space"] = space
     return load_config(data)
@@ -103,8 +112,8 @@ def test_every_arch_routes_to_the_one_sub_supernet_that_admits_it(space):
         assert module is strategy.parts[admitting[0]].supernet and module.active_arch == arch
 
 
-def test_interleaving_follows_the_sub_space_sizes():
-    strategy = api.build_strategy(_config(CELL))
+def test_shared_budget_interleaving_follows_the_sub_space_sizes():
+    strategy = api.build_strategy(_config(CELL, split={"budget": "shared"}))
     _split_twice(strategy)
     sizes = [part.space.size() for part in strategy.parts]
     counts = collections.Counter(strategy.part_of_step(step) for step in range(4000))
@@ -141,7 +150,7 @@ def test_a_split_takes_the_key_with_the_largest_cut_and_leaves_training_untouche
     strategy = trainer.strategy
     before = {k: v.clone() for k, v in strategy.model_state_dict().items()}
     io = trainer.step_io()
-    decision = decide_split(strategy, 0, io.batches("train", 2, "test"), io)
+    decision = decide_split(strategy, 0, probe_halves(io.batches("train", 2, "test"), 1), io)
     assert {k: v for k, v in strategy.model_state_dict().items()}.keys() == before.keys()
     assert all(torch.equal(v, before[k]) for k, v in strategy.model_state_dict().items())   # buffers too
     cuts = {key: best_partition(matrix, 2)[1] for key, matrix in decision.matrices.items()}
@@ -161,13 +170,16 @@ def test_before_its_first_split_it_trains_exactly_like_one_shot(splits, tmp_path
     assert all(torch.equal(a[k], b[k]) for k in b)
 
 
-def test_split_run_resumes_bit_exactly_across_the_split(tmp_path, monkeypatch):
+@pytest.mark.parametrize("budget, stop, steps", [("shared", 2, 8), ("per_child", 2, 12), ("per_child", 7, 12)])
+def test_split_run_resumes_bit_exactly_across_the_split(tmp_path, monkeypatch, budget, stop, steps):
     def train(name, resume):
-        config = load_config(tmp_path / name / "config.yaml") if resume else _config()
+        config = load_config(tmp_path / name / "config.yaml") if resume else _config(split={"budget": budget})
         return api.train(config, name=name, resume=resume, runs_dir=tmp_path, progress=False, device="cpu")
 
-    a, b = straight_and_resumed(train, 2, monkeypatch)      # stopped before the split at step 4
-    assert a["step"] == b["step"] == 8
+    # stopped before the split at step 4, or (per_child) between the two children's turns
+    a, b = straight_and_resumed(train, stop, monkeypatch)
+    assert a["step"] == b["step"] == steps        # per_child: 4 + 2 children x 4 remaining steps
+    assert a["scheduler"] == b["scheduler"] and a["epoch"] == b["epoch"] == 2
     assert [s["key"] for s in a["strategy"]["splits"]] == [s["key"] for s in b["strategy"]["splits"]]
     assert a["model"].keys() == b["model"].keys() and any(k.startswith("parts.1.") for k in a["model"])
     for key, value in a["model"].items():
@@ -197,6 +209,9 @@ def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path, c
     assert sorted(events.Tags()["images"]) == sorted(f"few_shot/round0/part0/{k}" for k in keys)
     assert events.Scalars("few_shot/cut/round0/part0")[0].value == pytest.approx(strategy.history[0]["cut"])
     assert events.Scalars("few_shot/sub_supernets")[0].value == 2
+    agree = strategy.history[0]["probes_agree"]
+    for what in ("key", "groups"):    # the two probes' agreement, as the history records it
+        assert events.Scalars(f"few_shot/probes_agree_{what}/round0/part0")[0].value == float(agree[what])
 
     capsys.readouterr()
     assert cli.main(["space", "gm", "--runs-dir", str(tmp_path), "--json"]) == 0
@@ -232,3 +247,177 @@ def test_shipped_gm_configs_differ_from_their_one_shot_counterparts_only_in_stra
     for data in (one, gm):
         data["strategy"].pop("name"), data["strategy"].pop("options")
     assert one == gm     # same space, data, sampler, distillation and training steps
+
+
+# -- the budget: per_child (GM-NAS) and shared ------------------------------------------------
+def _train_recording(config, splits, root, monkeypatch):
+    """Fit a trainer, recording (step, id of the sub-supernet's strategy, lr) for every step."""
+    trained, lrs = [], []
+    original_step, original_one = OneShotStrategy.train_step, Trainer.train_one_step
+
+    def step(self, images, labels, step, io):
+        trained.append((step, id(self)))
+        return original_step(self, images, labels, step, io)
+
+    def one(self, images, labels):
+        logs = original_one(self, images, labels)
+        lrs.append(logs["lr"])
+        return logs
+
+    monkeypatch.setattr(OneShotStrategy, "train_step", step)
+    monkeypatch.setattr(Trainer, "train_one_step", one)
+    trainer = _trainer(config, splits, root)
+    trainer.fit()
+    return trainer, trained, lrs
+
+
+def test_per_child_budget_gives_every_child_the_rest_of_the_schedule(splits, tmp_path, monkeypatch):
+    config = _config(split={"at": [0.5, 0.75]}, steps=8)          # T = 8: splits after schedule steps 4 and 6
+    trainer, trained, lrs = _train_recording(config, splits, tmp_path, monkeypatch)
+    strategy = trainer.strategy
+    assert len(strategy.parts) == 4
+    closed_form = 4 + 2 * (6 - 4) + 4 * (8 - 6)                     # s1 + 2 (s2 - s1) + 4 (T - s2)
+    assert trainer.state.step == trainer.total_steps == len(trained) == closed_form == 16
+    assert [step for step, _ in trained] == list(range(16))
+    by_segment = [collections.Counter(who for step, who in trained if lo <= step < hi)
+                  for lo, hi in ((0, 4), (4, 8), (8, 16))]
+    assert [sorted(c.values()) for c in by_segment] == [[4], [2, 2], [2, 2, 2, 2]]   # each: the remaining steps
+    assert set(by_segment[2]) == {id(part) for part in strategy.parts}
+    # the learning rate follows the original 8-step schedule: the clock advances 1/parts a step
+    reference = build_scheduler(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.05), config.train, 8)
+
+    def lr_at(position):
+        reference.step_update(position)
+        return reference.optimizer.param_groups[0]["lr"]
+
+    positions = [t for t in range(4)] + [4 + (t - 4) / 2 for t in range(4, 8)] + [6 + (t - 8) / 4 for t in range(8, 16)]
+    assert lrs == pytest.approx([lr_at(p) for p in positions], rel=1e-12)
+    checkpoint = torch.load(trainer.run.checkpoints / "last.pt", weights_only=True)
+    assert checkpoint["epoch"] == 2 and checkpoint["total_steps"] == 16
+
+
+def test_shared_budget_keeps_the_schedule_s_length(splits, tmp_path, monkeypatch):
+    config = _config(split={"at": [0.5, 0.75], "budget": "shared"}, steps=8)
+    trainer, trained, lrs = _train_recording(config, splits, tmp_path, monkeypatch)
+    assert trainer.state.step == trainer.total_steps == len(trained) == 8
+    assert len(trainer.strategy.parts) == 4
+
+
+def test_per_child_children_take_turns_from_the_split():
+    strategy = api.build_strategy(_config(CELL))
+    _split_twice(strategy)
+    strategy.segment_start = 10
+    n = len(strategy.parts)
+    assert [strategy.part_of_step(10 + i) for i in range(3 * n)] == [i % n for i in range(3 * n)]
+
+
+def test_budget_lengthens_the_run_by_the_closed_form():
+    from supernets import few_shot_budget as budget
+
+    T, s1, s2 = 100, 50, 75
+    for per_child, expected in ((True, s1 + 2 * (s2 - s1) + 4 * (T - s2)), (False, T)):
+        segments = budget.plan([s1, s2], [], 2, per_child)
+        assert budget.total_steps(segments, T) == expected
+        assert budget.schedule_position(segments, expected) == T
+    segments = budget.plan([s1, s2], [3], 2, True)        # the first round split into 3, the next into 6
+    assert budget.total_steps(segments, T) == s1 + 3 * (s2 - s1) + 6 * (T - s2)
+    assert [budget.schedule_position(segments, t) for t in (49, 50, 51, 52, 53, 125, 126)] == \
+        [49, 50, 50 + 1 / 3, 50 + 2 / 3, 51, 75, 75 + 1 / 6]
+
+
+# -- the probe: two disjoint probes, planted (dis)agreement -----------------------------------
+def _planted_strategy(**split) -> FewShotStrategy:
+    options = FewShotOptions(split=SplitOptions(at=(0.5,), batches=3, **split))
+    plugins = _config().strategy
+    return FewShotStrategy(PlantedSpace(), options, plugins.sampler, plugins.distill, seed=0)
+
+
+def _planted_batches(first_feature_signs: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for sign in first_feature_signs:
+        x = torch.randn(32, PlantedSpace.FEATURES, generator=generator)
+        x[:, 0] = sign * (x[:, 0].abs() + 0.1)
+        batches.append((x, torch.randint(0, PlantedSpace.CLASSES, (32,), generator=generator)))
+    return batches
+
+
+def _io(batches) -> StepIO:
+    return StepIO(forward=lambda x: x, pass_context=lambda final: contextlib.nullcontext(),
+                  all_reduce_mean=lambda t: t, batches=lambda split, count, key: batches[:count],
+                  steps_per_epoch=4, schedule_steps=8)
+
+
+def test_a_planted_disagreement_is_split_along_its_partition_and_both_probes_agree():
+    strategy = _planted_strategy()
+    io = _io(_planted_batches([1] * 6))
+    assert strategy.after_step(3, io) is None
+    change = strategy.after_step(4, io)
+    assert strategy.routes == [{"sign": ("a", "b")}, {"sign": ("c", "d")}]    # the planted partition
+    assert strategy.history[0]["cut"] == pytest.approx(8.0, abs=1e-3)     # 4 opposed pairs at distance 2
+    assert strategy.history[0]["probes_agree"] == {"key": True, "groups": True}
+    assert "split part 0 on sign: ['a', 'b'] | ['c', 'd']" in change.reason
+    assert "two probes of 3 batches agree" in change.reason
+    assert "budget per_child: 2 sub-supernets each train the remaining 4 schedule steps, 12 optimiser steps in " \
+           "all instead of 8 (+4)" in change.reason
+    assert change.scalars["few_shot/probes_agree_key/round0/part0"] == 1.0
+    assert change.scalars["few_shot/probes_agree_groups/round0/part0"] == 1.0
+    assert strategy.total_steps(io) == 12 and strategy.segment_start == 4
+
+
+def test_probes_that_disagree_say_so():
+    strategy = _planted_strategy()
+    change = strategy.after_step(4, _io(_planted_batches([1, 1, 1, -1, -1, -1])))   # b flips in probe 2
+    # probe 1 sees {a, b} | {c, d}, probe 2 {a} | {b, c, d}; their mean still splits {a, b} | {c, d}
+    assert strategy.routes == [{"sign": ("a", "b")}, {"sign": ("c", "d")}]
+    assert strategy.history[0]["probes_agree"] == {"key": True, "groups": False}
+    assert ("two probes of 3 batches DISAGREE: groups ['a', 'b'] | ['c', 'd'] vs ['a'] | ['b', 'c', 'd']"
+            in change.reason)
+    assert change.scalars["few_shot/probes_agree_groups/round0/part0"] == 0.0
+
+
+def test_probes_need_two_batches_and_use_disjoint_halves():
+    batches = _planted_batches([1] * 5)
+    first, second = probe_halves(batches, 50)
+    assert len(first) == len(second) == 2 and not {id(b) for b in first} & {id(b) for b in second}
+    with pytest.raises(ConfigError, match=r"strategy\.split\.batches: the training split gives 1 probe"):
+        probe_halves(batches[:1], 50)
+
+
+# -- options checked against the schedule ------------------------------------------------------
+@pytest.mark.parametrize("split, message", [
+    ({"at": [0.75, 0.5]}, r"split\.at: must be strictly increasing fractions of training in \(0, 1\), got \[0.75, 0.5\]"),
+    ({"at": [0.5, 1.0]}, r"split\.at: must be strictly increasing fractions"),
+    ({"at": [0.0]}, r"split\.at: must be strictly increasing fractions"),
+    ({"at": [0.5], "at_epochs": [1]}, r"split\.at: give at \(fractions of training\) or at_epochs, not both"),
+    ({"budget": "each"}, r"split\.budget: each is not allowed"),
+])
+def test_split_fractions_are_checked_with_their_key(split, message):
+    data = tiny_config(distill="none", steps=8)
+    data["strategy"]["name"] = "few_shot"
+    data["strategy"]["options"] = {"split": split}
+    with pytest.raises(ConfigError, match=r"strategy\." + message):
+        load_config(data)
+
+
+@pytest.mark.parametrize("split, message", [
+    ({"at_epochs": [1, 2]}, r"strategy\.split\.at_epochs: \[2\] at or after the end of training \(8 steps, "
+                            r"4 an epoch\): the run would never split"),
+    ({"at": [0.05]}, r"strategy\.split\.at: \[0.05\] of a 8-step run gives split steps \[0\]; they must be "
+                     r"distinct and >= 1"),
+    ({"at": [0.5, 0.55]}, r"strategy\.split\.at: \[0.5, 0.55\] of a 8-step run gives split steps \[4, 4\]"),
+])
+def test_a_split_the_schedule_cannot_hold_is_a_one_line_error(splits, tmp_path, capsys, split, message):
+    config = _config(split=split)
+    with pytest.raises(ConfigError, match=message):
+        _trainer(config, splits, tmp_path)
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config.to_dict()))
+    code = cli.main(["train", str(path), "--name", "late", "--runs-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and re.search(message, err[0])
+
+
+def test_splits_at_fractions_fall_on_their_schedule_steps(splits, tmp_path):
+    trainer = _trainer(_config(split={"at": [0.6, 0.7]}), splits, tmp_path)   # steps 4 and 5 of 8
+    assert trainer.total_steps == 4 + 2 * (5 - 4) + 4 * (8 - 5)

@@ -15,7 +15,7 @@ from nas.engine.counting import counted_flops, parameter_count
 from nas.engine.datasets import load_dataset
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer
-from supernets.mixture import MixtureOptions, MixtureSource, apply_mixture
+from supernets.mixture import MixtureOptions, MixtureSource, apply_mixture, parity_scales
 from supernets.router import Router
 from tests.conftest import SMALL_OPTIONS, make_space, make_supernet
 from tests.nas.helpers import straight_and_resumed
@@ -99,7 +99,7 @@ def test_the_mixed_weight_is_sliced_as_the_plain_weight(space_name, routing):
         weights = torch.exp(logits - logits.max(dim=1, keepdim=True).values)
         weights = weights / weights.sum(dim=1, keepdim=True)
         shape = (router.groups,) + (1,) * (len(source.shape) - 1)
-        expected = sum(weights[:, i].view(shape) * e for i, e in enumerate(source.experts))
+        expected = source.scale * sum(weights[:, i].view(shape) * e for i, e in enumerate(source.experts))
         op_name, attribute = name.rsplit(".", 1)
         op = modules[op_name]
         active = op.active_weight() if attribute == "weight" else op.active_bias()
@@ -111,11 +111,12 @@ def test_the_mixed_weight_is_sliced_as_the_plain_weight(space_name, routing):
 @pytest.mark.parametrize("routing", ROUTINGS)
 def test_equal_experts_make_the_output_independent_of_the_router(space_name, routing):
     plain = make_supernet(make_space(space_name, small=True))
-    supernet = _mixed(space_name, routing)                  # the same seed: expert 0 = plain weights
+    supernet = _mixed(space_name, routing)
+    plain_sources = plain.weight_sources()
     with torch.no_grad():
-        for source in _mixtures(supernet).values():
-            for expert in source.experts[1:]:
-                expert.copy_(source.experts[0])
+        for name, source in _mixtures(supernet).items():
+            for expert in source.experts:       # the mix is the plain tensor whatever the weights
+                expert.copy_(plain_sources[name].full() / source.scale)
     for arch in _archs(plain.space, 3):
         x = _input(plain.space, arch)
         plain.set_active(arch)
@@ -216,6 +217,51 @@ def test_a_mixture_run_resumes_bit_exactly(tmp_path, monkeypatch):
     for key, value in a["optimizer"]["state"].items():
         assert torch.equal(value["momentum_buffer"], b["optimizer"]["state"][key]["momentum_buffer"])
 
+
+
+@pytest.mark.parametrize("space_name", SPACES)
+@pytest.mark.parametrize("routing", ROUTINGS)
+@pytest.mark.parametrize("parity", ["sgd", "adam"])
+def test_the_mixed_weight_starts_at_the_plain_weight_s_scale(space_name, routing, parity):
+    plain = make_supernet(make_space(space_name, small=True)).weight_sources()
+    for experts in (2, 4):
+        supernet = make_supernet(make_space(space_name, small=True))
+        apply_mixture(supernet, MixtureOptions(experts=experts, routing=routing, hidden=16, parity=parity), 0)
+        supernet.set_active(supernet.space.max())
+        mixtures = _mixtures(supernet)
+        weights = [name for name in mixtures if plain[name].full().std() > 0]   # zero biases stay zero
+        assert weights and all(not mixtures[n].full().any() for n in mixtures if n not in weights)
+        ratios = []
+        with torch.no_grad():
+            for name in weights:
+                mixed, reference = mixtures[name].full(), plain[name].full()
+                assert not torch.equal(mixed, reference)              # really a mix of other draws
+                ratios.append((mixed.std() / reference.std()).item())
+                if reference.numel() >= 1024:                         # sampling error below 5%
+                    assert ratios[-1] == pytest.approx(1.0, abs=0.1), name
+        assert sum(ratios) / len(ratios) == pytest.approx(1.0, abs=0.03), ratios
+
+
+@pytest.mark.parametrize("parity, scales", [("sgd", (1.0, 2.0)), ("adam", (2.0, 1.0))])
+def test_one_step_moves_the_mix_as_the_parity_optimiser_moves_a_plain_weight(parity, scales):
+    """m = 4 experts, a linear loss <W, G>: a plain weight moves by -lr G under SGD and by
+    -lr sign(G) under Adam's first step; the mix at initialisation must move alike."""
+    assert parity_scales(4, parity) == scales and parity_scales(1, parity) == (1.0, 1.0)
+    torch.manual_seed(0)
+    plain = torch.randn(16, 8)
+    source = MixtureSource(
+        [e * scales[0] for e in (plain, plain.flip(0), plain.flip(1), plain.flip(0, 1))],
+        Router(encoding_size=5, hidden=4, experts=4), scales[1])
+    source.bind(torch.ones(5))
+    assert torch.allclose(source.full().std(), plain.std(), rtol=0.2)
+    target = torch.randn(16, 8)
+    before = source.full().detach().clone()
+    (source.full() * target).sum().backward()
+    optimizer = (torch.optim.SGD if parity == "sgd" else torch.optim.Adam)(source.experts.parameters(), lr=0.01)
+    optimizer.step()
+    moved = source.full().detach() - before
+    expected = -0.01 * (target if parity == "sgd" else target.sign())
+    assert torch.allclose(moved, expected, atol=1e-5)
 
 
 def test_mixture_options_are_checked_with_their_key():

@@ -1,6 +1,8 @@
 """Test-only plugins that exercise the strategy seam: a strategy that splits its model in
 `after_step`, and a sampler that learns from `observe`. Importing this module registers them
-(`toy_split`, `toy_learning`), so the contract suite covers them like any shipped plugin."""
+(`toy_split`, `toy_learning`), so the contract suite covers them like any shipped plugin.
+`PlantedSpace` is a space (not registered) whose gradients disagree by construction, for
+testing gradient-matching splits against a known answer."""
 from __future__ import annotations
 
 import copy
@@ -14,7 +16,7 @@ from nas.core.arch import Arch
 from nas.core.errors import ArchError
 from nas.core.registry import SAMPLERS, STRATEGIES, NoOptions
 from nas.core.rng import python_rng
-from search_spaces.base import ArchSpace, Supernet
+from search_spaces.base import ArchSpace, LayerCost, Supernet
 from supernets.base import Restructure, StepIO
 from supernets.few_shot import Router
 from supernets.one_shot import OneShotOptions, OneShotStrategy
@@ -123,3 +125,59 @@ class ToyLearningSampler(Sampler):
             with torch.no_grad():
                 self.logits.copy_(state["logits"])
             self.optimizer.load_state_dict(state["optimizer"])
+
+
+class PlantedSpace(ArchSpace):
+    """A linear classifier of `FEATURES` inputs with two splittable choices: `sign` multiplies
+    the logits by +1 (a), +-0.5 (b), -1 (c) or -0.5 (d), and `gain` by 1, 2 or 3.
+
+    So at a near-zero weight the gradients of the shared weight under a and c are opposite,
+    and those of `gain`'s values all point the same way: gradient matching must split `sign`
+    into {a, b} | {c, d}. Value b plants a disagreement between batches: it pushes like a on
+    inputs whose first feature is positive and like c otherwise.
+    """
+
+    name = "planted"
+    FEATURES, CLASSES = 16, 4
+
+    def __init__(self) -> None:
+        super().__init__({"gain": (1, 2, 3), "sign": ("a", "b", "c", "d")})
+
+    def splittable_keys(self) -> tuple[str, ...]:
+        return ("gain", "sign")
+
+    def key_parameters(self, key: str) -> tuple[str, ...]:
+        return (f"own_{key}.",)        # neither choice owns a parameter: the weight is shared
+
+    def layers(self, arch: Mapping[str, Any]) -> list[LayerCost]:
+        return [LayerCost("linear", self.FEATURES * self.CLASSES, self.FEATURES * self.CLASSES,
+                          (self.FEATURES,), ("shared",))]
+
+    def build_supernet(self) -> "PlantedSupernet":
+        return PlantedSupernet(self)
+
+
+class PlantedSupernet(Supernet):
+    """The supernet of `PlantedSpace`: one shared weight near zero, scaled per arch."""
+
+    SIGNS = {"a": 1.0, "b": 0.5, "c": -1.0, "d": -0.5}
+
+    def __init__(self, space: PlantedSpace):
+        super().__init__(space)
+        self.shared = nn.Linear(space.FEATURES, space.CLASSES, bias=False)
+        nn.init.normal_(self.shared.weight, std=1e-3)
+        self.set_active(space.max())
+
+    def _configure(self, arch: Arch) -> None:
+        pass
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.flatten(1)
+        value = self.active_arch["sign"]
+        sign = torch.full((len(x), 1), self.SIGNS[value])
+        if value == "b":
+            sign = torch.where(x[:, :1] > 0, 0.5, -0.5)
+        return sign * self.active_arch["gain"] * self.shared(x)
+
+    def _build_static(self) -> nn.Module:
+        raise NotImplementedError("the planted toy exports nothing")
