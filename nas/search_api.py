@@ -33,12 +33,15 @@ def _search_id(searcher: str, constraints: Any, seed: int, study: str | None) ->
 
 
 def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
-    """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet."""
+    """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet;
+    always finite (`1e400` is an error naming `flag`, never "no budget")."""
     from nas.core.amounts import parse_amount
 
     if value is None:
         return None
-    text = str(value).strip()
+    if not isinstance(value, str):
+        return parse_amount(value, flag)     # a number from the Python API: finite, checked there
+    text = value.strip()
     if text.endswith("%"):
         try:
             fraction = float(text[:-1]) / 100
