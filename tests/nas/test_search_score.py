@@ -197,3 +197,20 @@ def test_a_search_folder_from_before_scores_resumes_as_supernet(trained, tmp_pat
     assert found.evaluated == 3 and found.new == 1
     with pytest.raises(SearchError, match=r"\(score supernet there, macs now\)"):
         api.search(run, "random", trials=4, out=tmp_path, progress=False, score="macs")
+
+
+def test_auto_reads_only_summaries_that_compare_estimators(tmp_path):
+    from nas.engine.search_score import choose_score
+
+    _summary(tmp_path / "fidelity" / "a", {"macs": 0.3, "supernet": 0.3, "naswot": 0.3}, 1_000_000_000)
+    assert choose_score("auto", tmp_path).name == "supernet"           # a tie goes to the supernet
+    old = tmp_path / "fidelity" / "b" / "summary.json"
+    old.parent.mkdir()
+    old.write_text(json.dumps({"kendall_tau": 0.4}))                  # written before estimators existed
+    choice = choose_score("auto", tmp_path)
+    assert choice.name == "supernet" and choice.reason == f"--score auto: supernet ({old} reports no within-bin tau " \
+                                                          "of any estimator)"
+    old.write_text("{not json")
+    with pytest.raises(SearchError, match=f"--score auto: {old}: cannot read the fidelity summary"):
+        choose_score("auto", tmp_path)
+    assert choose_score("params", tmp_path).reason is None
