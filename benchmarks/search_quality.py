@@ -41,7 +41,7 @@ def compare_searchers(run, seeds: int, trials: int, out: Path, searchers=SEARCHE
     for seed in range(seeds):
         for name in searchers:
             found = api.search(run, name, max_macs="50%", trials=trials, seed=seed,
-                               out=out / f"{name}-s{seed}", progress=False)
+                               out=out / f"{name}-s{seed}", progress=False, score="supernet")
             results[name].append(found.val_top1)
             print(f"seed {seed} {name:11s} best val top-1 {found.val_top1:.4f} ({found.arch_id}, "
                   f"{found.macs / 1e6:.2f} MMACs)", flush=True)

@@ -320,6 +320,7 @@ def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | N
     """An arch within `max_macs` (an amount or `P%`) from the run's generator, without a search
     (`nas generate`); written as an arch file to `out` (default `runs/NAME/generate/<arch_id>.yaml`)."""
     from nas.core.arch import write_arch_file
+    from nas.core.files import check_writable
 
     trainer = arch_generator(run)
     if trainer is None:
@@ -330,9 +331,13 @@ def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | N
     if budget < low:
         raise ConfigError(f"--max-macs: {format_amount(budget)} is below the smallest subnet's MACs "
                           f"({format_amount(low)})")
+    if out is not None:
+        check_writable(Path(out).parent, "--out")
     arch, attempts, shrunk = trainer.generate(budget, seed)
     macs, params = run.space.costs(arch)
     path = Path(out) if out is not None else run.dir.root / "generate" / f"{arch_id(arch)}.yaml"
+    if out is None:
+        check_writable(path.parent, "RUN")
     path.parent.mkdir(parents=True, exist_ok=True)
     write_arch_file(arch, path)
     return {"arch": arch, "arch_id": arch_id(arch), "macs": macs, "params": params, "max_macs": budget,

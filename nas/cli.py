@@ -139,13 +139,16 @@ def cmd_search(args: argparse.Namespace) -> int:
         batch=args.batch, trials=args.trials,
         seed=args.seed, storage=args.storage, study=args.study, out=args.out,
         options=_options(args.option) or None, worker=args.worker, workers=args.workers,
-        progress=not args.quiet)
+        progress=not args.quiet, score=args.score)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.json:
         _print_json(result.to_json())
     else:
-        print(f"best {result.arch_id}: val top-1 {result.val_top1:.4f}, MACs {format_amount(result.macs)}, "
+        scored = (f"val top-1 {result.val_top1:.4f}" if result.score == "supernet" else
+                  f"{result.score} {result.score_value:.6g}"
+                  + (f" (val top-1 {result.val_top1:.4f})" if result.val_top1 is not None else ""))
+        print(f"best {result.arch_id}: {scored}, MACs {format_amount(result.macs)}, "
               f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new)\n"
               f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
     return 0
@@ -260,6 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
     search.add_argument("--searcher", default="evolution", choices=SEARCHERS.names(),
                         help="registered searcher (default evolution)")
+    search.add_argument("--score", default="auto", metavar="NAME",
+                        help="what ranks the candidates: a registered estimator (supernet: BN-recalibrated "
+                        "validation top-1; macs, params, ...) or a fusion spec; auto (default): the best "
+                        "within-bin Kendall tau of the run's latest nas fidelity, else supernet")
     search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet)")
     search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")
     search.add_argument("--max-latency-ms", type=float, help="latency budget in ms on --device at --batch")

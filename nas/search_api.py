@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -21,24 +22,30 @@ if TYPE_CHECKING:
     from nas.engine.search_runner import SearchResult
 
 
-def _search_id(searcher: str, constraints: Any, seed: int, study: str | None) -> str:
-    """Default search directory name: the study, or searcher + budgets + seed (so re-running
-    the same command continues the same search)."""
+def _search_id(searcher: str, constraints: Any, seed: int, study: str | None, score: str = "supernet") -> str:
+    """Default search directory name: the study, or searcher + budgets + score (unless
+    `supernet`) + seed (so re-running the same command continues the same search, and searches
+    ranked by different scores never resume each other)."""
     if study is not None:
         return study
     from nas.core.costs import BY_NAME
 
     parts = [searcher, *(BY_NAME[cost].folder_part(budget) for cost, budget in constraints.budgets().items())]
+    if score != "supernet":
+        parts.append("score-" + re.sub(r"[^A-Za-z0-9._+]", "_", score))     # a spec stays one folder
     return "-".join(parts + [f"s{seed}"])
 
 
 def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
-    """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet."""
+    """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet;
+    always finite (`1e400` is an error naming `flag`, never "no budget")."""
     from nas.core.amounts import parse_amount
 
     if value is None:
         return None
-    text = str(value).strip()
+    if not isinstance(value, str):
+        return parse_amount(value, flag)     # a number from the Python API: finite, checked there
+    text = value.strip()
     if text.endswith("%"):
         try:
             fraction = float(text[:-1]) / 100
@@ -89,14 +96,17 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
            device: str | torch.device | None = None,
            batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
-           workers: int = 1, progress: bool = True) -> SearchResult:
+           workers: int = 1, progress: bool = True, score: str = "auto") -> SearchResult:
     """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
 
     `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's
     cost to the max subnet's. `workers > 1` starts that many local processes (one thread each)
     on one Optuna storage (a journal file in the search directory unless `storage` is given),
     then collects the shared study's result.
-    Every candidate is scored by BN recalibration + validation top-1 (never the test split).
+    `score` names what ranks the candidates: an estimator or fusion spec (`supernet`: BN
+    recalibration + validation top-1, never the test split; `macs`, `naswot`, ...), or `auto`:
+    the estimator with the best within-bin Kendall tau in the run's latest fidelity summary
+    (`supernet` without one), announced in one line on stderr.
     The archs the strategy trains at every step (`anchor_archs`: max and min for the sandwich
     rule) are evaluated first where they meet the budgets, inside `trials`.
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
@@ -104,27 +114,29 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     """
     from nas.api import arch_generator
     from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
+    from nas.engine.search_score import choose_score, search_score
 
     device = _check_search_arguments(run, device, batch, workers)
+    chosen = choose_score(score, run.dir.root)
+    scorer = search_score(chosen.name, run)       # an unknown name fails here, with a did-you-mean
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
                               resolve_budget(max_params, low[1], high[1], "--max-params"), max_latency_ms)
     if out is None and study is not None:
         check_name(study, "--study")      # the search folder's name
-    out_dir = Path(out) if out is not None else run.dir.search(_search_id(searcher, constraints, seed, study))
+    out_dir = Path(out) if out is not None else run.dir.search(
+        _search_id(searcher, constraints, seed, study, chosen.name))
     check_writable(out_dir, "--out" if out is not None else "RUN")
     table = _search_table(run, device, batch, progress) if max_latency_ms is not None else None
     if workers > 1:
         storage, study = _run_workers(run, workers, out_dir, storage, study, device, {
             "searcher": searcher, "max_macs": max_macs, "max_params": max_params, "max_latency_ms": max_latency_ms,
-            "batch": batch, "trials": trials, "seed": seed, "options": options})
+            "batch": batch, "trials": trials, "seed": seed, "options": options, "score": chosen.name})
 
-    def evaluate_arch(arch: Mapping[str, Any]) -> dict[str, Any]:
-        result = run.evaluator.evaluate(arch, "val")
-        return {"val_top1": result.top1, "val_top5": result.top5}
-
-    plan = SearchPlan(searcher, options, trials, seed, run.strategy.anchor_archs(), arch_generator(run))
-    return run_search(run.space, evaluate_arch, plan, SearchOutput(out_dir, progress), constraints=constraints,
+    plan = SearchPlan(searcher, options, trials, seed, run.strategy.anchor_archs(), arch_generator(run),
+                      score=chosen.name, rank=scorer.rank)
+    output = SearchOutput(out_dir, progress, announce=chosen.reason)
+    return run_search(run.space, scorer.metrics, plan, output, constraints=constraints,
                       latency=table, export=run.export_model if table is not None else None,
                       study=SharedStudy(storage, study, worker))
 
@@ -155,7 +167,8 @@ def _run_workers(run: Run, workers: int, out_dir: Path, storage: str | None, stu
     """Run `workers` searches of one Optuna study in spawned processes of one thread each (each
     loads the run from its folder) and wait for them all; returns the study's storage and name.
 
-    `arguments` are `search`'s keyword arguments for every worker; worker k adds `worker=k`.
+    `arguments` are `search`'s keyword arguments for every worker (the score by name, so
+    `auto` is resolved and announced once, by the collecting search); worker k adds `worker=k`.
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor

@@ -5,7 +5,8 @@ The loop, constraints, deduplication policy, logging and resume live once, in
 1. `ask()` proposes an arch (any values; the runner canonicalises it);
 2. the runner rejects it (`reject`: infeasible, or `duplicate` found an earlier trial) or
    `claim`s it and evaluates it;
-3. `tell(arch, record)` hands back the results.jsonl record of the evaluation.
+3. `tell(arch, record)` hands back the results.jsonl record of the evaluation; the value to
+   maximise is `objective(record)` (`nas.core.pareto`): the value of the search's score.
 Before the first ask the runner may `enqueue` anchors: archs the next asks return first (those
 the training strategy trains at every step), so the searcher learns from them like any other
 evaluation.
@@ -25,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import SearchError, clip
+from nas.core.pareto import objective
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
 
@@ -68,17 +70,24 @@ class SearchContext:
     generator: Any = None
 
 
+# Settings that searches stored before the setting existed ran with (a missing key reads as this).
+SETTING_DEFAULTS: Mapping[str, Any] = {"score": "supernet"}
+
+
 def best_record(records: Sequence[Mapping[str, Any]]) -> Record | None:
-    """Highest val_top1; ties go to fewer MACs, then the earlier trial."""
+    """Highest objective (the score's value); ties go to fewer MACs, then the earlier trial."""
     if not records:
         return None
-    return dict(max(records, key=lambda r: (r["val_top1"], -r["macs"], -r["trial"])))
+    return dict(max(records, key=lambda r: (objective(r), -r["macs"], -r["trial"])))
 
 
 def check_settings(stored: Mapping[str, Any], current: Mapping[str, Any], where: str, fix: str) -> None:
     """Raise `SearchError` when a resumed search would run with other settings."""
-    diffs = [f"{key} {clip(stored.get(key), 40)} there, {clip(current[key], 40)} now"
-             for key in current if stored.get(key) != current[key]]
+    def before(key: str) -> Any:
+        return stored.get(key, SETTING_DEFAULTS.get(key))
+
+    diffs = [f"{key} {clip(before(key), 40)} there, {clip(current[key], 40)} now"
+             for key in current if before(key) != current[key]]
     if diffs:
         raise SearchError(f"{where} was run with other settings ({'; '.join(diffs)}); {fix}")
 
@@ -152,7 +161,7 @@ class Searcher(abc.ABC):
         return len(self.history())
 
     def best(self) -> Record | None:
-        """The record with the highest validation accuracy (every evaluated arch is feasible)."""
+        """The record with the highest objective (every evaluated arch is feasible)."""
         return best_record(self.history())
 
     def limit(self) -> int | None:

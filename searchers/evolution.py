@@ -4,8 +4,8 @@ As in OFA/HAT/AttentiveNAS search, with the runner rejecting infeasible and dupl
 proposals (bounded retries) so the population and every child are feasible and distinct:
 1. generation 0: `population` uniform random archs;
 2. before generation g, parents = the best `parents_ratio x population` of every arch
-   evaluated so far (elitist). `mode: single`: highest accuracy; `mode: pareto`: NSGA-II
-   order (non-domination rank on accuracy and the cost objectives, then crowding distance);
+   evaluated so far (elitist). `mode: single`: highest score; `mode: pareto`: NSGA-II
+   order (non-domination rank on the score and the cost objectives, then crowding distance);
 3. each child: with `crossover_prob` a per-choice crossover of two parents, else a mutation
    of one parent (each choice moves with `mutation_prob`);
 4. a rejected child is redrawn with a higher mutation rate (x(1 + attempt/10)), and after
@@ -21,7 +21,7 @@ from typing import Literal
 
 from nas.core.arch import Arch
 from nas.core.errors import ConfigError
-from nas.core.pareto import crowding, ranks
+from nas.core.pareto import crowding, objective, ranks
 from nas.core.registry import SEARCHERS
 from searchers.base import ReplaySearcher, SearchContext
 
@@ -101,9 +101,9 @@ class EvolutionSearcher(ReplaySearcher):
             pool = self.records[:start]
             count = min(len(pool), max(2, round(self.options.parents_ratio * self.options.population)))
             if self.options.mode == "single":
-                order = sorted(pool, key=lambda r: (-r["val_top1"], r["macs"], r["trial"]))
+                order = sorted(pool, key=lambda r: (-objective(r), r["macs"], r["trial"]))
             else:
-                points = [(-r["val_top1"], *(r[c] for c in self.context.costs)) for r in pool]
+                points = [(-objective(r), *(r[c] for c in self.context.costs)) for r in pool]
                 rank = ranks(points)
                 spread = [0.0] * len(pool)
                 for level in sorted(set(rank)):

@@ -30,6 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, SearchError
+from nas.core.pareto import objective
 from nas.core.registry import SEARCHERS
 from nas.core.rng import derive_seed
 from searchers import optuna_storage
@@ -119,7 +120,7 @@ class OptunaSearcher(Searcher):
         return ["maximize"]
 
     def values(self, record: Record) -> float | list[float]:
-        return record["val_top1"]
+        return objective(record)
 
     @abc.abstractmethod
     def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
@@ -279,7 +280,7 @@ class NSGA2Searcher(OptunaSearcher):
         return ["maximize"] + ["minimize"] * len(self.context.costs)
 
     def values(self, record: Record) -> list[float]:
-        return [record["val_top1"], *(float(record[c]) for c in self.context.costs)]
+        return [objective(record), *(float(record[c]) for c in self.context.costs)]
 
     def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
         return optuna.samplers.NSGAIISampler(population_size=self.options.population_size,

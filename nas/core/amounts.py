@@ -4,6 +4,7 @@ MACs are multiply-accumulates (FLOPs = 2 x MACs); this module only reads and pri
 """
 from __future__ import annotations
 
+import math
 import re
 
 from nas.core.errors import ConfigError
@@ -13,13 +14,19 @@ _AMOUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtT]?)
 
 
 def parse_amount(text: str | float | int, what: str = "amount") -> float:
-    """`"20M"` -> 20e6, `"1.2G"` -> 1.2e9, `"1500"` -> 1500; errors name `what`."""
+    """`"20M"` -> 20e6, `"1.2G"` -> 1.2e9, `"1500"` -> 1500; errors name `what`.
+
+    Amounts are finite: `1e400` (which floats read as infinity) is an error, not "no budget"."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    match = _AMOUNT.match(str(text))
-    if not match:
-        raise ConfigError(f"{what}: cannot read {text!r}; use a number with an optional K/M/G suffix, e.g. 20M")
-    return float(match.group(1)) * _SUFFIX[match.group(2).upper()]
+        value = float(text)
+    else:
+        match = _AMOUNT.match(str(text))
+        if not match:
+            raise ConfigError(f"{what}: cannot read {text!r}; use a number with an optional K/M/G suffix, e.g. 20M")
+        value = float(match.group(1)) * _SUFFIX[match.group(2).upper()]
+    if not math.isfinite(value):
+        raise ConfigError(f"{what}: {text!r} is not a finite amount; give a number such as 20M")
+    return value
 
 
 def format_amount(value: float) -> str:

@@ -1,6 +1,6 @@
 """Pareto fronts of search results: accuracy (maximised) against costs (minimised).
 
-`front(records, cost)` is the non-dominated set of `(cost, val_top1)` that `pareto.json`
+`front(records, cost)` is the non-dominated set of `(cost, objective)` that `pareto.json`
 stores per constrained cost; `ranks` and `crowding` are the non-dominated sorting and
 crowding distance of NSGA-II (Deb et al., 2002) that the evolution searcher's Pareto mode
 uses to pick parents. Pure functions of plain records; the files live in
@@ -12,19 +12,27 @@ import math
 from typing import Any, Mapping, Sequence
 
 Record = Mapping[str, Any]
-OBJECTIVE = "val_top1"
+OBJECTIVE = "score_value"
+ACCURACY = "val_top1"
+
+
+def objective(record: Record) -> float:
+    """What a search maximises: the value of the record's score (`score_value`; the supernet's
+    validation top-1 when the score is `supernet`), or `val_top1` in records written before
+    searches had a score."""
+    return record[OBJECTIVE] if OBJECTIVE in record else record[ACCURACY]
 
 
 def front(records: Sequence[Record], cost: str) -> list[Record]:
-    """Records not dominated in (lower `cost`, higher val_top1), sorted by increasing cost.
+    """Records not dominated in (lower `cost`, higher objective), sorted by increasing cost.
 
-    Of records with equal cost and accuracy only the earliest trial is kept, so costs and
-    accuracies both rise strictly along the front.
+    Of records with equal cost and objective only the earliest trial is kept, so costs and
+    objectives both rise strictly along the front.
     """
-    ordered = sorted(records, key=lambda r: (r[cost], -r[OBJECTIVE], r["trial"]))
+    ordered = sorted(records, key=lambda r: (r[cost], -objective(r), r["trial"]))
     kept: list[Record] = []
     for record in ordered:
-        if not kept or record[OBJECTIVE] > kept[-1][OBJECTIVE]:
+        if not kept or objective(record) > objective(kept[-1]):
             kept.append(record)
     return kept
 

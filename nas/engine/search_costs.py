@@ -7,6 +7,7 @@ far the table's prediction was from a measurement.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -32,6 +33,8 @@ class Constraints:
             budget = getattr(self, f"max_{cost.name}")
             if budget is not None and not budget > 0:
                 raise ConfigError(f"{cost.flag}: must be > 0, got {budget}")
+            if budget is not None and not math.isfinite(budget):
+                raise ConfigError(f"{cost.flag}: must be a finite number, got {budget}")
 
     def budgets(self) -> dict[str, float]:
         """Constrained cost name (`macs`, `params`, `latency_ms`) -> budget."""

@@ -15,16 +15,18 @@ from searchers.base import Record
 
 __all__ = ["append_record", "read_results", "unique_records"]
 
-_REQUIRED = ("trial", "arch", "arch_id", "val_top1", "macs", "params")
+_REQUIRED = ("trial", "arch", "arch_id", "macs", "params")
+_SCORED = ("score_value", "val_top1")     # at least one (older searches recorded val_top1 only)
 
 
 def read_results(path: Path) -> list[Record]:
     """Records of results.jsonl; a torn last line (a killed search) is dropped from the file."""
     records = read_records(path, SearchError)
     for number, record in enumerate(records, 1):
-        if not isinstance(record, dict) or any(key not in record for key in _REQUIRED):
-            raise SearchError(f"{path}:{number}: not a search record (needs {', '.join(_REQUIRED)}); "
-                              "repair or remove the line")
+        if (not isinstance(record, dict) or any(key not in record for key in _REQUIRED)
+                or not any(key in record for key in _SCORED)):
+            raise SearchError(f"{path}:{number}: not a search record (needs {', '.join(_REQUIRED)} and "
+                              f"{' or '.join(_SCORED)}); repair or remove the line")
     return records
 
 

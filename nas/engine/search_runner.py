@@ -1,8 +1,13 @@
 """The search loop, once for every searcher: ask, check constraints, evaluate, tell, log.
 
 `run_search` is independent of training: it takes a space and an `evaluate(arch) -> dict`
-callable (at least `{"val_top1": fraction}`; the real one recalibrates batch norm and
-measures validation top-1 of the trained supernet, never the test split).
+callable returning the arch's score (`{"score_value": number}`, the value the searcher
+maximises) and/or its validation top-1 (`{"val_top1": fraction}`, the score when no
+`score_value` is given). `nas.search` builds it from an estimator (`--score`): `supernet`
+recalibrates batch norm and measures validation top-1 of the trained supernet, never the test
+split. A population score (`SearchPlan.rank`: a rank fusion) tells each trial the arch's score
+among every arch evaluated so far, and the best arch is chosen at the end by scoring all of
+them together.
 1. Fail fast when the cheapest subnet (`space.min()`) breaks a budget, naming its cost.
 2. Small spaces (at most `ENUMERATE_LIMIT` raw archs) are listed: when fewer feasible
    distinct archs exist than `trials`, the search evaluates all of them and says so.
@@ -12,14 +17,14 @@ measures validation top-1 of the trained supernet, never the test split).
    never returns an arch worse than those on validation.
 4. Loop until `trials` evaluations are complete: `ask`; reject (cheap checks first: analytic
    MACs and params, then the latency table; then duplicates by `arch_id` of the canonical
-   arch); `claim`; `evaluate`; `tell`; append to results.jsonl; TensorBoard and tqdm.
+   arch); `claim`; `evaluate` (and `rank`); `tell`; append to results.jsonl; TensorBoard and tqdm.
    `max_rejections` rejections in a row stop the search with a `SearchError`.
 5. Write `pareto.json`/`pareto.png`, `best.yaml` and `summary.json`; with a latency table
    and an `export` callable, measure the best arch and report the table's error.
 
 Files in `out_dir`: `results.jsonl` (one line per evaluated arch: `{"trial", "arch",
-"arch_id", "val_top1", "macs", "params", "latency_ms"?, "anchor"?, ...extra metrics,
-"eval_seconds"}`),
+"arch_id", "val_top1"?, "macs", "params", "latency_ms"?, "score", "score_value", "anchor"?,
+...extra metrics, "eval_seconds"}`),
 `pareto.json`, `pareto.png`, `best.yaml` (bare arch mapping), `summary.json`, `search.json`
 (settings of a local search, checked on resume), `tb/`, and `optuna.journal` for Optuna
 searchers without `--storage`. Resume: local searchers replay results.jsonl; Optuna
@@ -31,6 +36,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,6 +50,7 @@ from nas.core.costs import COST_NAMES, LATENCY, MACS
 from nas.core.errors import ConfigError, SearchError, clip_words
 from nas.core.files import write_json
 from nas.core.pareto import front as pareto_front
+from nas.core.pareto import objective
 from nas.core.registry import SEARCHERS
 from nas.core.schema import Problems, convert_dataclass
 from nas.engine.latency import LatencyTable
@@ -57,9 +64,10 @@ from searchers.base import Record, SearchContext, Searcher, best_record, check_s
 
 MAX_REJECTIONS = 1000
 ENUMERATE_LIMIT = 20_000
-_RESERVED = {"trial", "arch", "arch_id", "val_top1", *COST_NAMES, "anchor", "eval_seconds"}
+_RESERVED = {"trial", "arch", "arch_id", "val_top1", *COST_NAMES, "score", "score_value", "anchor", "eval_seconds"}
 _log = logging.getLogger(__name__)
 Evaluate = Callable[[Arch], Mapping[str, Any]]
+Rank = Callable[[Sequence[Arch]], Sequence[float]]
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,10 @@ class SearchPlan:
             `anchor_archs()`), counted in `trials` and marked `"anchor": true`.
         generator: The run's architecture generator, for `searcher: generator` (None: none).
         max_rejections: Infeasible or duplicate suggestions in a row before giving up.
+        score: Name of what ranks the candidates (recorded in every record and the settings).
+        rank: A population score (None: the score is `evaluate`'s): the scores of archs scored
+            together. Each trial is told the score of its arch among every arch evaluated so
+            far (`rank(earlier + [arch])[-1]`), and the best arch is chosen by `rank(all)`.
     """
 
     searcher: str = "random"
@@ -85,6 +97,8 @@ class SearchPlan:
     anchors: Sequence[Mapping[str, Any]] = ()
     generator: Any = None
     max_rejections: int = MAX_REJECTIONS
+    score: str = "supernet"
+    rank: Rank | None = None
 
 
 @dataclass(frozen=True)
@@ -103,11 +117,13 @@ class SharedStudy:
 @dataclass(frozen=True)
 class SearchOutput:
     """Where a search writes (`dir`, created) and what it shows while running: a tqdm bar on
-    stderr (`progress`) and TensorBoard scalars under `dir/tb` (`tensorboard`)."""
+    stderr (`progress`), TensorBoard scalars under `dir/tb` (`tensorboard`) and `announce`, a
+    line printed on stderr once every check has passed, before the first evaluation."""
 
     dir: Path
     progress: bool = True
     tensorboard: bool = True
+    announce: str | None = None
 
 
 @dataclass
@@ -115,22 +131,25 @@ class SearchResult:
     """Outcome of `run_search`: the best arch and where everything was written.
 
     Attributes:
-        best: The best arch (highest val_top1 within the budgets), canonical.
-        arch_id, val_top1, macs, params, latency_ms: Its id and metrics (latency predicted
-            by the table, None without one).
+        best: The best arch (highest score within the budgets), canonical.
+        arch_id, val_top1, macs, params, latency_ms: Its id and metrics (val_top1 None when
+            the score did not evaluate the supernet; latency predicted by the table, None
+            without one).
         dir: The search directory.
         evaluated: Evaluations in the search (all workers of a shared study).
         new: Evaluations made by this call (0 when re-run on a finished search).
         record: The best arch's results.jsonl record.
         latency_check: Predicted vs measured latency of `best` (None without a table and export).
         notes: Things the caller should tell the user (fewer feasible archs than asked...).
-        front: The records on the Pareto front of val_top1 against MACs, by increasing MACs.
-        trials: Every evaluated record of the search (results.jsonl), in trial order.
+        front: The records on the Pareto front of the score against MACs, by increasing MACs.
+        trials: Every evaluated record of the search (results.jsonl), in trial order; for a
+            population score, with `score_value` the final one (the told one in `score_told`).
+        score, score_value: What ranked the candidates and the best arch's value of it.
     """
 
     best: Arch
     arch_id: str
-    val_top1: float
+    val_top1: float | None
     macs: int
     params: int
     latency_ms: float | None
@@ -142,6 +161,8 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     front: list[Record] = field(default_factory=list)
     trials: list[Record] = field(default_factory=list)
+    score: str = "supernet"
+    score_value: float | None = None
 
     def to_dataframe(self) -> Any:
         """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
@@ -149,9 +170,10 @@ class SearchResult:
         return to_dataframe(self.trials, "SearchResult.to_dataframe")
 
     def to_json(self) -> dict[str, Any]:
-        """What `nas search --json` prints: `{"best", "val_top1", "macs", "dir", ...}`."""
-        data = {"best": self.best, "val_top1": self.val_top1, "macs": self.macs, "dir": str(self.dir),
-                "arch_id": self.arch_id, "params": self.params, "evaluated": self.evaluated}
+        """What `nas search --json` prints: `{"best", "val_top1"?, "macs", "dir", "score", "score_value", ...}`."""
+        data = {"best": self.best, **({"val_top1": self.val_top1} if self.val_top1 is not None else {}),
+                "macs": self.macs, "dir": str(self.dir), "arch_id": self.arch_id, "params": self.params,
+                "evaluated": self.evaluated, "score": self.score, "score_value": self.score_value}
         if self.latency_ms is not None:
             data["latency_ms"] = self.latency_ms
         if self.latency_check is not None:
@@ -188,30 +210,55 @@ def _plain(name: str, value: Any) -> Any:
     raise SearchError(f"evaluate: metric '{name}' is a {type(value).__name__}; return numbers or strings")
 
 
-def _evaluate(evaluate: Evaluate, searcher: Searcher, arch: Arch, key: str, costs: Mapping[str, float],
-              anchor: bool = False) -> Record:
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _evaluate(evaluate: Evaluate, plan: SearchPlan, searcher: Searcher, arch: Arch, key: str,
+              costs: Mapping[str, float], anchor: bool = False) -> Record:
     start = time.perf_counter()
     try:
+        told = None
+        if plan.rank is not None:     # before `evaluate`, which reports what ranking evaluated
+            told = plan.rank([*(r["arch"] for r in searcher.history()), arch])[-1]
         metrics = evaluate(arch)
-        top1 = metrics.get("val_top1") if isinstance(metrics, Mapping) else None
-        if isinstance(top1, bool) or not isinstance(top1, (int, float)) or not 0 <= top1 <= 1:
+        if not isinstance(metrics, Mapping):
+            raise SearchError(f"evaluate: returned a {type(metrics).__name__} for arch {key}; expected a mapping")
+        top1 = metrics.get("val_top1")
+        if top1 is not None and (not _number(top1) or not 0 <= top1 <= 1):
             raise SearchError(f"evaluate: returned val_top1={top1!r} for arch {key}; expected a fraction in [0, 1]")
+        value = _plain("score_value", told if told is not None else metrics.get("score_value", top1))
+        if not _number(value):
+            raise SearchError(f"evaluate: returned score_value={value!r} for arch {key} (score '{plan.score}'); "
+                              "expected a finite number")
         extra = {k: _plain(k, v) for k, v in metrics.items() if k not in _RESERVED}
     except BaseException as e:
         searcher.abort(e)
         raise
-    return {"trial": searcher.trial_number(), "arch": arch, "arch_id": key, "val_top1": float(top1),
-            **costs, **({"anchor": True} if anchor else {}), **extra,
+    return {"trial": searcher.trial_number(), "arch": arch, "arch_id": key,
+            **({"val_top1": float(top1)} if top1 is not None else {}), **costs,
+            "score": plan.score, "score_value": float(value), **({"anchor": True} if anchor else {}), **extra,
             "eval_seconds": round(time.perf_counter() - start, 4)}
+
+
+def _rescored(records: list[Record], plan: SearchPlan) -> list[Record]:
+    """A population score's records with `score_value` from scoring all of them together (the
+    value told at their trial kept as `score_told`); other scores' records unchanged."""
+    if plan.rank is None or not records:
+        return records
+    final = plan.rank([r["arch"] for r in records])
+    return [{**r, "score_value": float(v), "score_told": r["score_value"]} for r, v in zip(records, final)]
 
 
 class _Log:
     """tqdm progress (stderr) and TensorBoard scalars under `out_dir/tb`."""
 
-    def __init__(self, out_dir: Path, total: int, done: int, name: str, progress: bool, tensorboard: bool):
+    def __init__(self, out_dir: Path, total: int, done: int, name: str, progress: bool, tensorboard: bool,
+                 score: str = "supernet"):
         from tqdm.auto import tqdm
         self.bar = tqdm(total=total, initial=min(done, total), desc=f"search {name}", unit="arch",
                         disable=not progress, file=sys.stderr, dynamic_ncols=True)
+        self.score = score
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -219,9 +266,13 @@ class _Log:
 
     def step(self, record: Record, best: Record, done: int, rejected: int) -> None:
         self.bar.n = min(done, self.bar.total)
-        self.bar.set_postfix(best=f"{100 * best['val_top1']:.2f}%", rejected=rejected)
+        value = objective(best)
+        self.bar.set_postfix(best=f"{100 * value:.2f}%" if self.score == "supernet" else f"{self.score} {value:.4g}",
+                             rejected=rejected)
         if self.writer is not None:
-            scalars = {"val_top1": record["val_top1"], "best_val_top1": best["val_top1"],
+            scalars = {**({"val_top1": record["val_top1"]} if "val_top1" in record else {}),
+                       **({"best_val_top1": best["val_top1"]} if "val_top1" in best else {}),
+                       "score_value": record["score_value"], "best_score_value": value,
                        **{name: record[name] for name in COST_NAMES if name in record}, "rejected": rejected}
             for name, value in scalars.items():
                 self.writer.add_scalar(f"search/{name}", value, done)
@@ -237,8 +288,9 @@ class _Log:
             self.writer.close()
 
 
-def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, costs_of: SearchCosts, target: int,
-          max_rejections: int, out_dir: Path, log: _Log, anchor_ids: frozenset[str] = frozenset()) -> int:
+def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, plan: SearchPlan, costs_of: SearchCosts,
+          target: int, out_dir: Path, log: _Log, anchor_ids: frozenset[str] = frozenset()) -> int:
+    max_rejections = plan.max_rejections
     new = rejected = duplicates = 0
     while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection
         if rejected >= max_rejections:
@@ -258,7 +310,7 @@ def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, costs_of: Se
             continue
         if not searcher.claim(target):
             continue
-        record = _evaluate(evaluate, searcher, arch, key, costs, key in anchor_ids)
+        record = _evaluate(evaluate, plan, searcher, arch, key, costs, key in anchor_ids)
         searcher.tell(arch, record)
         append_record(out_dir / "results.jsonl", record)
         new += 1
@@ -359,7 +411,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, plan: SearchPlan, output: S
     # One process at a time in a local search folder (Optuna storages coordinate their workers).
     with contextlib.nullcontext() if shared else folder_lock(out_dir, "search"):
         settings = {"searcher": plan.searcher, "space": space.name, "space_fingerprint": space.fingerprint(),
-                    **costs.settings()}
+                    **costs.settings(), "score": plan.score}
         if not shared:
             settings["seed"] = plan.seed
         context = SearchContext(space, plan.trials, plan.seed + study.worker, study.worker, costs.names,
@@ -371,12 +423,18 @@ def run_search(space: ArchSpace, evaluate: Evaluate, plan: SearchPlan, output: S
             target, notes = _prepare(active, context)
             first = _feasible_anchors(space, plan.anchors, costs)
             active.enqueue(first)
-            log = _Log(out_dir, target, active.completed(), plan.searcher, output.progress, output.tensorboard)
+            log = _Log(out_dir, target, active.completed(), plan.searcher, output.progress, output.tensorboard,
+                       plan.score)
+            if output.announce is not None:
+                print(output.announce, file=sys.stderr)
+            history: list[Record] | None = None
             try:
-                new = _loop(active, space, evaluate, costs, target, plan.max_rejections, out_dir, log,
+                new = _loop(active, space, evaluate, plan, costs, target, out_dir, log,
                             frozenset(arch_id(a) for a in first))
+                history = _rescored(active.history(), plan)
             finally:
-                history = active.history()
+                if history is None:    # the loop failed: what was evaluated is kept, as told
+                    history = active.history()
                 try:
                     if history:  # also when the loop failed: what was evaluated is kept
                         write_pareto(out_dir, history, costs.names, costs.budgets)
@@ -392,9 +450,10 @@ def run_search(space: ArchSpace, evaluate: Evaluate, plan: SearchPlan, output: S
         if check is not None:
             notes.append(f"latency of the best arch: predicted {check['predicted_ms']:.3f} ms, measured "
                          f"{check['measured_ms']:.3f} ms ({check['error_pct']:+.1f}%)")
-        result = SearchResult(best["arch"], best["arch_id"], best["val_top1"], best["macs"], best["params"],
+        result = SearchResult(best["arch"], best["arch_id"], best.get("val_top1"), best["macs"], best["params"],
                               best.get(LATENCY.name), out_dir, len(history), new, best, check, notes,
-                              pareto_front(history, MACS.name), sorted(history, key=lambda r: r["trial"]))
+                              pareto_front(history, MACS.name), sorted(history, key=lambda r: r["trial"]),
+                              plan.score, objective(best))
         write_json(out_dir / "summary.json", {**result.to_json(), "searcher": plan.searcher,
                                                "options": active.resolved_options(), "seed": plan.seed,
                                                "worker": study.worker, "trials": plan.trials, "target": target,

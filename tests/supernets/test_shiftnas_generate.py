@@ -12,6 +12,7 @@ from nas.core.config import load_config
 from nas.core.errors import ArchError, ConfigError, RunError
 from nas.core.rng import python_rng
 from supernets.shiftnas import ShiftNASOptions, ShiftNASSampler
+from tests.nas.safety import one_line_error, read_only
 from tests.nas.tiny import tiny_config
 
 
@@ -55,6 +56,34 @@ def test_generate_rejects_a_budget_below_the_min_subnet_and_a_run_without_genera
         api.generate(run, "50%")
     with pytest.raises(ConfigError, match="--searcher generator: the run has no architecture generator"):
         api.search(run, "generator", trials=1, progress=False, out=runs / "none")
+
+
+@pytest.mark.parametrize("verb", ["generate", "search"])
+@pytest.mark.parametrize("budget", ["1e400", "1e300G", "inf", "nan%"])
+def test_an_infinite_budget_is_one_line_naming_the_flag(runs, capsys, tmp_path, verb, budget):
+    searcher = ["--searcher", "generator", "--trials", "2", "--quiet"] if verb == "search" else []
+    one_line_error(capsys, [verb, "shift", "--runs-dir", str(runs), "--max-macs", budget, "--out",
+                            str(tmp_path / "out"), *searcher], "--max-macs:")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_infinite_budget_through_the_python_api_is_refused(runs):
+    run = api.load_run("shift", runs)
+    with pytest.raises(ConfigError, match="--max-macs: inf is not a finite amount"):
+        api.generate(run, float("inf"))
+    with pytest.raises(ConfigError, match="--max-params: inf is not a finite amount"):
+        api.search(run, max_params=float("inf"), trials=1, progress=False)
+    with pytest.raises(ConfigError, match="--max-latency-ms: must be a finite number, got inf"):
+        api.search(run, max_latency_ms=float("inf"), trials=1, progress=False)
+
+
+def test_generate_into_a_read_only_folder_is_refused_before_any_work(runs, capsys, tmp_path):
+    (tmp_path / "ro").mkdir()
+    with read_only(tmp_path / "ro"):
+        err = one_line_error(capsys, ["generate", "shift", "--runs-dir", str(runs), "--max-macs", "50%", "--out",
+                                      str(tmp_path / "ro" / "arch.yaml")], "--out: cannot write in",
+                             str(tmp_path / "ro"))
+    assert ".tmp" not in err and list((tmp_path / "ro").iterdir()) == []
 
 
 def test_generated_archs_always_fit_even_from_an_untrained_generator():

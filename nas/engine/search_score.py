@@ -1,0 +1,153 @@
+"""What a search ranks its candidates by (`nas search --score NAME`): an estimator and its context.
+
+`--score auto` (the default) picks the estimator with the best within-MACs-bin Kendall tau in
+the run's latest `nas fidelity` summary (by modification time): within a budget the candidates
+share a MACs range, so agreement inside a bin is what ranking them needs. Without a summary
+that compares estimators it means `supernet`, BN-recalibrated validation top-1 (what a search
+ranked by before estimators existed). Either way one line on stderr says what was chosen and why.
+
+The context a search gives estimators: the run's space, fixed seeded training batches
+(`BATCHES` x `BATCH_SIZE`, loaded on first use, so scores that read no data never load them),
+the supernet's validation top-1 (remembered per arch, so a record keeps `val_top1` whenever
+its score evaluated the supernet) and the run's folder.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from estimators import Estimator, EstimatorContext, build_estimator
+from nas.core.arch import Arch, arch_id
+from nas.core.errors import SearchError, clip_words
+
+AUTO = "auto"
+DEFAULT = "supernet"
+BATCHES, BATCH_SIZE, BATCH_SEED = 2, 64, 0
+
+
+@dataclass(frozen=True)
+class ScoreChoice:
+    """The score a search uses: `name` (an estimator or fusion spec) and, for `auto`, the line
+    saying why (`reason`; None when the user named the score)."""
+
+    name: str
+    reason: str | None = None
+
+
+def latest_fidelity_summary(run_root: Path) -> Path | None:
+    """The newest `fidelity/<id>/summary.json` of the run (by modification time), or None."""
+    found = [p for p in (run_root / "fidelity").glob("*/summary.json") if p.is_file()]
+    return max(found, key=lambda p: (p.stat().st_mtime_ns, str(p))) if found else None
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def within_bin_taus(summary: Mapping[str, Any]) -> dict[str, float]:
+    """Estimator name -> within-bin Kendall tau of a fidelity summary (those without one left out).
+
+    The supernet's own tau is read from the top level when `estimators` does not list it.
+    """
+    taus: dict[str, float] = {}
+    estimators = summary.get("estimators")
+    if isinstance(estimators, Mapping):
+        for name, stats in estimators.items():
+            tau = stats.get("within_bin_tau") if isinstance(stats, Mapping) else None
+            if _real(tau):
+                taus[str(name)] = float(tau)
+    if DEFAULT not in taus and _real(summary.get("within_bin_tau")):
+        taus[DEFAULT] = float(summary["within_bin_tau"])
+    return taus
+
+
+def choose_score(spec: str, run_root: Path) -> ScoreChoice:
+    """`spec` itself, or for `auto` the best estimator of the latest fidelity summary (ties go to
+    `supernet`, then to the first name in alphabetical order)."""
+    if spec != AUTO:
+        return ScoreChoice(spec)
+    path = latest_fidelity_summary(run_root)
+    if path is None:
+        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} (no fidelity summary in {run_root / 'fidelity'}; "
+                                    f"`nas fidelity` compares the estimators)")
+    try:
+        summary = json.loads(path.read_text())
+        if not isinstance(summary, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        raise SearchError(f"--score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))}); "
+                          "name a score with --score or run nas fidelity again") from e
+    taus = within_bin_taus(summary)
+    if not taus:
+        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} ({path} reports no within-bin tau of any estimator)")
+    ordered = sorted(taus, key=lambda name: (-taus[name], name != DEFAULT, name))
+    best, others = ordered[0], ", ".join(f"{name} {taus[name]:.3f}" for name in ordered[1:])
+    return ScoreChoice(best, f"--score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
+                             f"{'; ' + others if others else ''})")
+
+
+class _Batches(Sequence):
+    """The context's training batches, drawn when first read."""
+
+    def __init__(self, load: Callable[[], list]):
+        self._load, self._batches = load, None
+
+    def _get(self) -> list:
+        if self._batches is None:
+            self._batches = self._load()
+        return self._batches
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._get()[index]
+
+
+@dataclass
+class SearchScore:
+    """An estimator bound to a run: `metrics(arch)` is the search's `evaluate`, `rank(archs)` its
+    population scorer (None unless the estimator's scores are relative to a population)."""
+
+    name: str
+    estimator: Estimator
+    context: EstimatorContext
+    supernet: dict[str, Any] = field(default_factory=dict)    # arch_id -> validation accuracy, as evaluated
+
+    def metrics(self, arch: Arch) -> dict[str, Any]:
+        """`{"score_value"?, "val_top1"?, "val_top5"?}` of `arch` (no `score_value` for a
+        population score: the runner ranks it among the others; `val_top1` when the supernet
+        was evaluated)."""
+        result: dict[str, Any] = {}
+        if not self.estimator.population:
+            result["score_value"] = float(self.estimator.score(arch, self.context))
+        accuracy = self.supernet.get(arch_id(arch))
+        if accuracy is not None:
+            result.update(val_top1=accuracy.top1, val_top5=accuracy.top5)
+        return result
+
+    @property
+    def rank(self) -> Callable[[Sequence[Arch]], list[float]] | None:
+        if not self.estimator.population:
+            return None
+        return lambda archs: [float(v) for v in self.estimator.scores(list(archs), self.context)]
+
+
+def search_score(name: str, run: Any) -> SearchScore:
+    """The estimator `name` with the context of `run` (a `nas.api.Run`): its space, fixed training
+    batches, validation top-1 through the run's evaluator, and its folder."""
+    estimator = build_estimator(name)
+    supernet: dict[str, Any] = {}
+
+    def supernet_top1(arch: Arch) -> float:
+        accuracy = run.evaluator.evaluate(arch, "val")
+        supernet[arch_id(run.space.canonical(arch))] = accuracy
+        return accuracy.top1
+
+    batches = _Batches(lambda: run.data.sample_batches("train", BATCHES, BATCH_SIZE, BATCH_SEED))
+    context = EstimatorContext(run.space, batches, supernet_top1, run_dir=run.dir.root)
+    return SearchScore(name, estimator, context, supernet)

@@ -1,0 +1,216 @@
+"""`nas search --score NAME|auto`: what ranks the candidates, what the records say, how auto chooses."""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import torch
+
+from estimators.base import Estimator, EstimatorContext
+from nas import api, cli
+from nas.core.arch import Arch
+from nas.core.errors import SearchError
+from nas.core.registry import ESTIMATORS, Entry, NoOptions
+from nas.engine.search_costs import Constraints
+from nas.engine.search_runner import SearchOutput, SearchPlan, run_search
+from tests.nas.safety import copy_run, folder_digests, one_line_error
+
+SEEN: dict[str, EstimatorContext] = {}
+
+
+class ParamRanks(Estimator):
+    """A population score: each arch's rank (0 = fewest) by parameters among the archs scored together."""
+
+    name, population = "test-param-ranks", True
+
+    def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
+        counts = [context.space.params(a) for a in archs]
+        return [float(sum(c < mine for c in counts)) for mine in counts]
+
+
+class SupernetPlusRank(Estimator):
+    """A population fusion that includes the supernet: rank by top-1 plus rank by MACs."""
+
+    name, population, needs = "test-fusion", True, frozenset({"supernet_top1"})
+
+    def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
+        top1 = [context.supernet_top1(a) for a in archs]
+        macs = [context.space.macs(a) for a in archs]
+        return [float(sum(t < top1[i] for t in top1) + sum(m < macs[i] for m in macs)) for i in range(len(archs))]
+
+
+class FirstPixel(Estimator):
+    """Reads the context's batches (and keeps the context to inspect it)."""
+
+    name, needs = "test-batches", frozenset({"batches"})
+
+    def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
+        SEEN["context"] = context
+        return [float(context.batches[0][0][0, 0, 0, 0]) + context.space.macs(a) for a in archs]
+
+
+@pytest.fixture
+def estimators(monkeypatch):
+    """The test estimators, registered for one test only."""
+    for cls in (ParamRanks, SupernetPlusRank, FirstPixel):
+        monkeypatch.setitem(ESTIMATORS._entries, cls.name, Entry(cls.name, cls, NoOptions))
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_supernet_score_is_the_search_of_validation_top1_bit_for_bit(trained, tmp_path):
+    run = api.load_run("tiny", trained)
+    found = api.search(run, "evolution", max_macs="60%", trials=8, seed=3, out=tmp_path / "new", progress=False,
+                       score="supernet")
+
+    def before(arch):      # what `nas search` evaluated before scores existed
+        result = run.evaluator.evaluate(arch, "val")
+        return {"val_top1": result.top1, "val_top5": result.top5}
+
+    plan = SearchPlan("evolution", None, 8, 3, run.strategy.anchor_archs(), None)
+    budget = json.loads((found.dir / "summary.json").read_text())["budgets"]["macs"]
+    old = run_search(run.space, before, plan, SearchOutput(tmp_path / "old", False),
+                     constraints=Constraints(max_macs=budget))
+    new_lines, old_lines = _lines(tmp_path / "new" / "results.jsonl"), _lines(tmp_path / "old" / "results.jsonl")
+    assert [{k: v for k, v in r.items() if k != "eval_seconds"} for r in new_lines] == \
+           [{k: v for k, v in r.items() if k != "eval_seconds"} for r in old_lines]
+    assert all(r["score"] == "supernet" and r["score_value"] == r["val_top1"] for r in new_lines)
+    assert (found.best, found.val_top1) == (old.best, old.val_top1) and found.score_value == found.val_top1
+    assert json.loads((tmp_path / "new" / "summary.json").read_text())["score"] == "supernet"
+
+
+def test_macs_score_ranks_by_macs_without_evaluating_the_supernet(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path)
+    run = api.load_run("tiny", runs)
+    assert cli.main(["search", "tiny", "--runs-dir", str(runs), "--score", "macs", "--max-macs", "50%",
+                     "--trials", "6", "--json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    printed = json.loads(out)
+    folder = Path(printed["dir"])
+    assert folder.name == "evolution-" + folder.name.split("-")[1] + "-score-macs-s0" and err == ""
+    lines = _lines(folder / "results.jsonl")
+    assert len(lines) == 6 and all("val_top1" not in r and r["score"] == "macs" for r in lines)
+    assert [r["score_value"] for r in lines] == [float(run.space.macs(r["arch"])) for r in lines]
+    best = max(lines, key=lambda r: (r["score_value"], -r["trial"]))
+    assert printed["arch_id"] == best["arch_id"] and printed["score"] == "macs" and "val_top1" not in printed
+    assert printed["score_value"] == best["score_value"]
+    assert json.loads((folder / "search.json").read_text())["settings"]["score"] == "macs"
+    pareto = json.loads((folder / "pareto.json").read_text())
+    assert pareto["score"] == "macs" and pareto["fronts"]["macs"][-1]["score_value"] == best["score_value"]
+    # a supernet search of the same budget is another folder: it does not resume this one
+    assert cli.main(["search", "tiny", "--runs-dir", str(runs), "--score", "supernet", "--max-macs", "50%",
+                     "--trials", "2", "--json", "--quiet"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["dir"] != printed["dir"] and "score-" not in Path(other["dir"]).name
+    # ... and naming this folder with another score is refused
+    one_line_error(capsys, ["search", "tiny", "--runs-dir", str(runs), "--score", "params", "--max-macs", "50%",
+                            "--trials", "6", "--out", str(folder), "--quiet"], "(score macs there, params now)")
+
+
+def test_a_wrong_score_name_is_one_line_with_a_did_you_mean(trained, capsys):
+    before = folder_digests(trained)
+    one_line_error(capsys, ["search", "tiny", "--runs-dir", str(trained), "--score", "macz", "--trials", "2",
+                            "--quiet"], "--score: unknown estimator 'macz' (did you mean 'macs'?)")
+    assert folder_digests(trained) == before
+
+
+def test_auto_without_a_fidelity_summary_is_supernet_and_says_so(trained, tmp_path, capsys):
+    assert cli.main(["search", "tiny", "--runs-dir", str(trained), "--trials", "2", "--out", str(tmp_path / "s"),
+                     "--json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["score"] == "supernet"
+    assert err.strip() == (f"--score auto: supernet (no fidelity summary in {trained / 'tiny' / 'fidelity'}; "
+                           "`nas fidelity` compares the estimators)")
+
+
+def _summary(folder: Path, taus: dict[str, float], mtime: float) -> Path:
+    folder.mkdir(parents=True)
+    path = folder / "summary.json"
+    path.write_text(json.dumps({"kendall_tau": 0.5, "estimators": {
+        name: {"kendall_tau": 0.1, "kendall_tau_ci90": [0, 0.2], "within_bin_tau": tau,
+               "within_bin_tau_ci90": [tau - 0.1, tau + 0.1], "top_k_overlap": 0.5} for name, tau in taus.items()}}))
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_auto_picks_the_best_within_bin_tau_of_the_latest_fidelity_summary(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path / "runs")
+    fidelity = runs / "tiny" / "fidelity"
+    _summary(fidelity / "newer", {"supernet": 0.2, "params": 0.35, "macs": 0.1}, 2_000_000_000)
+    _summary(fidelity / "older", {"supernet": 0.2, "macs": 0.9}, 1_000_000_000)   # newer name order, older file
+    assert cli.main(["search", "tiny", "--runs-dir", str(runs), "--trials", "3", "--json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip() == (f"--score auto: params (within-bin Kendall tau 0.350 in {fidelity / 'newer' / 'summary.json'}"
+                           "; supernet 0.200, macs 0.100)")
+    printed = json.loads(out)
+    assert printed["score"] == "params" and Path(printed["dir"]).name == "evolution-score-params-s0"
+    run = api.load_run("tiny", runs)
+    assert all(r["score_value"] == run.space.params(r["arch"]) for r in _lines(Path(printed["dir"]) / "results.jsonl"))
+
+
+def test_a_population_score_is_told_ranks_so_far_and_the_best_is_ranked_among_all(trained, tmp_path, estimators):
+    run = api.load_run("tiny", trained)
+    found = api.search(run, "random", trials=7, seed=1, out=tmp_path, progress=False, score="test-param-ranks")
+    lines = _lines(tmp_path / "results.jsonl")
+    params = [run.space.params(r["arch"]) for r in lines]
+    assert [r["score_value"] for r in lines] == [float(sum(p < params[i] for p in params[:i]))
+                                                 for i in range(len(lines))]
+    assert all("val_top1" not in r for r in lines)
+    top = max(params)
+    assert run.space.params(found.best) == top and found.score_value == float(sum(p < top for p in params))
+    assert [r["score_value"] for r in found.trials] == [float(sum(p < mine for p in params)) for mine in params]
+
+
+def test_a_fusion_with_the_supernet_keeps_val_top1_in_every_record(trained, tmp_path, estimators):
+    run = api.load_run("tiny", trained)
+    api.search(run, "random", trials=4, out=tmp_path, progress=False, score="test-fusion")
+    for record in _lines(tmp_path / "results.jsonl"):
+        assert record["val_top1"] == run.evaluator.evaluate(record["arch"], "val").top1
+        assert record["score"] == "test-fusion"
+
+
+def test_estimators_read_fixed_seeded_training_batches_and_the_run(trained, tmp_path, estimators):
+    run = api.load_run("tiny", trained)
+    found = api.search(run, "random", trials=2, out=tmp_path, progress=False, score="test-batches")
+    context = SEEN["context"]
+    expected = run.data.sample_batches("train", 2, 64, 0)
+    assert len(context.batches) == 2 and context.run_dir == run.dir.root and context.space is run.space
+    for (images, labels), (want_images, want_labels) in zip(context.batches, expected):
+        assert images.shape[0] == 64 and torch.equal(images, want_images) and torch.equal(labels, want_labels)
+    assert found.score_value == float(expected[0][0][0, 0, 0, 0]) + run.space.macs(found.best)
+
+
+def test_a_search_folder_from_before_scores_resumes_as_supernet(trained, tmp_path):
+    run = api.load_run("tiny", trained)
+    api.search(run, "random", trials=2, out=tmp_path, progress=False, score="supernet")
+    settings = json.loads((tmp_path / "search.json").read_text())
+    del settings["settings"]["score"]
+    (tmp_path / "search.json").write_text(json.dumps(settings))
+    old = [{k: v for k, v in r.items() if k not in ("score", "score_value")} for r in _lines(tmp_path / "results.jsonl")]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    found = api.search(run, "random", trials=3, out=tmp_path, progress=False, score="supernet")
+    assert found.evaluated == 3 and found.new == 1
+    with pytest.raises(SearchError, match=r"\(score supernet there, macs now\)"):
+        api.search(run, "random", trials=4, out=tmp_path, progress=False, score="macs")
+
+
+def test_auto_reads_only_summaries_that_compare_estimators(tmp_path):
+    from nas.engine.search_score import choose_score
+
+    _summary(tmp_path / "fidelity" / "a", {"macs": 0.3, "supernet": 0.3, "naswot": 0.3}, 1_000_000_000)
+    assert choose_score("auto", tmp_path).name == "supernet"           # a tie goes to the supernet
+    old = tmp_path / "fidelity" / "b" / "summary.json"
+    old.parent.mkdir()
+    old.write_text(json.dumps({"kendall_tau": 0.4}))                  # written before estimators existed
+    choice = choose_score("auto", tmp_path)
+    assert choice.name == "supernet" and choice.reason == f"--score auto: supernet ({old} reports no within-bin tau " \
+                                                          "of any estimator)"
+    old.write_text("{not json")
+    with pytest.raises(SearchError, match=f"--score auto: {old}: cannot read the fidelity summary"):
+        choose_score("auto", tmp_path)
+    assert choose_score("params", tmp_path).reason is None
