@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from estimators.base import Estimator, EstimatorContext
-from nas.core.arch import Arch
+from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, clip
 from nas.core.ranks import average_ranks
 from nas.core.registry import ESTIMATORS
@@ -80,5 +80,15 @@ class Fused(Estimator):
 
     def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
         total = sum(w for w, _ in self.components)
-        fused = sum(w * normalised_ranks(e.scores(archs, context)) for w, e in self.components) / total
+        fused = sum(w * normalised_ranks(_memoised(e, archs, context)) for w, e in self.components) / total
         return [float(v) for v in np.atleast_1d(fused)]
+
+
+def _memoised(estimator: Estimator, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
+    """A component's scores, each arch's computed once per context: a search re-ranks its whole
+    population after every trial, which would otherwise re-score every arch every time."""
+    memo = context.cache.setdefault(("fused-component", estimator.name), {})
+    missing = list({arch_id(a): a for a in archs if arch_id(a) not in memo}.values())
+    if missing:
+        memo.update(zip((arch_id(a) for a in missing), estimator.scores(missing, context)))
+    return [memo[arch_id(a)] for a in archs]

@@ -35,7 +35,32 @@ def test_weighted_fusion_by_hand(fixed_estimators):
     assert fused.name == "2*fixed_a+fixed_b"
     assert fused.needs == {"batches", "supernet_top1"}
     archs = [{"i": i} for i in range(4)]
-    assert fused.scores(archs, None) == pytest.approx([2 / 3, 1 / 9, 5 / 9, 2 / 3])
+    context = EstimatorContext(space=make_space("cell201", small=True))
+    assert fused.scores(archs, context) == pytest.approx([2 / 3, 1 / 9, 5 / 9, 2 / 3])
+
+
+def test_fusion_scores_each_arch_of_a_component_once_per_context(monkeypatch):
+    """A search re-ranks its population after every trial: components are not re-run."""
+    calls = []
+
+    class Counting(Estimator):
+        name = "counting"
+
+        def scores(self, archs, context):
+            calls.extend(archs)
+            return [float(context.space.macs(a)) for a in archs]
+
+    monkeypatch.setitem(ESTIMATORS._entries, "counting", Entry("counting", Counting, NoOptions))
+    space = make_space("cell201", small=True)
+    rng = random.Random(1)
+    archs = list({str(a): a for a in (space.sample(rng) for _ in range(8))}.values())
+    context = EstimatorContext(space=space)
+    fused = build_estimator("counting+macs")
+    first = fused.scores(archs[:3], context)
+    everything = fused.scores(archs, context)
+    assert len(calls) == len(archs)          # the first three were not scored again
+    assert everything == fused.scores(archs, EstimatorContext(space=space))   # memo changes no value
+    assert first == fused.scores(archs[:3], EstimatorContext(space=space))
 
 
 def test_fusion_of_one_estimator_keeps_its_order():
