@@ -15,8 +15,10 @@ logits of every choice. Open choices (the paper is silent or we depart from it):
 - the task loss is the label loss of the relaxed subnet on one seeded training batch, through
   the supernet's prefix masks (`Supernet.set_soft`: widths, depths, expand ratios); kernel
   sizes and resolution get no task gradient (only the cost term);
-- loss = task + `cost_weight` * ((expected MACs - C) / (max MACs - min MACs))^2, Adam on the
-  generator only (the supernet's weights and gradients are untouched; the generator's
+- loss = task + `cost_weight` * ((expected MACs - C) / (max MACs - min MACs))^2, the cost term
+  averaged over C and `cost_batch - 1` more targets drawn uniformly over the whole MACs range
+  (with their own noise; no task term for those): one target a step learnt the budget-to-arch
+  map too slowly to meet budgets after a few hundred steps. Adam on the generator only (the supernet's weights and gradients are untouched; the generator's
   gradients are averaged over DDP ranks).
 """
 from __future__ import annotations
@@ -165,6 +167,10 @@ class GeneratorTrainer:
         (`restore` gives the supernet's buffers back when the caller's backward pass is done)."""
         weights, arch = self.relaxed(target, generator)
         cost = self.cost_term(weights, target)
+        for _ in range(self.options.cost_batch - 1):    # more targets over the whole range
+            extra = self.cost.low + (self.cost.high - self.cost.low) * float(torch.rand(1, generator=generator))
+            cost = cost + self.cost_term(self.relaxed(extra, generator)[0], extra)
+        cost = cost / self.options.cost_batch
         supernet = feedback.subnet_for(arch) if feedback.subnet_for is not None else None
         if supernet is None or feedback.io is None or not supernet.soft_keys():
             return cost.float(), arch

@@ -94,6 +94,7 @@ class ShiftNASOptions:
     generator_lr: float = 1.0e-2  # Adam (open: the paper's 1e-3 learns the cost too slowly in a few epochs)
     generator_hidden: int = 64   # hidden width (the paper's LSTM hidden size)
     cost_weight: float = 1.0     # lambda of (expected MACs - target)^2, MACs in units of the space's range
+    cost_batch: int = 16         # targets the cost term averages a step (`supernets.arch_generator`)
     temperature: float = 1.0     # Gumbel-softmax temperature of the generator's choices
 
     def __post_init__(self) -> None:
@@ -103,7 +104,7 @@ class ShiftNASOptions:
         problems = [f"{key}: must be finite, got {getattr(self, key)}" for key in infinite]
         minimums = {"num_random": 1, "bins": 2, "update_every": 1, "probe_batches": 1, "tries": 1,
                     "table_size": 1, "table_fill": 0, "table_tries": 0, "generator_every": 1,
-                    "generator_attempts": 1, "generator_hidden": 1}
+                    "generator_attempts": 1, "generator_hidden": 1, "cost_batch": 1}
         problems += [f"{key}: must be >= {low}, got {getattr(self, key)}"
                      for key, low in minimums.items() if getattr(self, key) < low]
         positive = ("lr", "lookahead_lr", "generator_lr", "temperature")

@@ -288,7 +288,8 @@ def test_bad_options_are_one_line_errors_naming_the_key():
                                 ("lookahead_lr", "-.inf", "lookahead_lr: must be finite"),
                                 ("cost_weight", ".inf", "cost_weight: must be finite"),
                                 ("floor", 1, r"floor: must be in \[0, 1\), got 1"),
-                                ("generator", "sometimes", r"generator: expected bool or 'off' \| 'alongside' \| 'train', got sometimes")]:
+                                ("generator", "sometimes",
+                                 r"generator: expected bool or 'off' \| 'alongside' \| 'train', got sometimes")]:
         with pytest.raises(ConfigError, match=rf"strategy\.sampler\.options\.{message}") as error:
             load_config(base, [f"strategy.sampler.{key}={value}"])
         assert "\n" not in str(error.value)
