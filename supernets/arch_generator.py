@@ -18,8 +18,11 @@ logits of every choice. Open choices (the paper is silent or we depart from it):
 - loss = task + `cost_weight` * ((expected MACs - C) / (max MACs - min MACs))^2, the cost term
   averaged over C and `cost_batch - 1` more targets drawn uniformly over the whole MACs range
   (with their own noise; no task term for those): one target a step learnt the budget-to-arch
-  map too slowly to meet budgets after a few hundred steps. Adam on the generator only (the supernet's weights and gradients are untouched; the generator's
-  gradients are averaged over DDP ranks).
+  map too slowly to meet budgets after a few hundred steps. Adam on the generator only (the
+  supernet's weights and gradients are untouched; the generator's gradients are averaged over
+  DDP ranks);
+- `generate(budget)`: attempt a asks for `budget - a / attempts * (budget - min MACs)` with
+  fresh noise and keeps the first arch that fits; `ArchSpace.shrink` is only the last resort.
 """
 from __future__ import annotations
 
