@@ -260,9 +260,9 @@ def test_relaxed_cost_equals_the_linear_cost_of_one_hots_and_the_cost_term_vanis
         assert trainer.cost_term(weights, expected + offset * span).item() == pytest.approx(offset ** 2)
 
 
-def test_resumed_shiftnas_run_matches_an_uninterrupted_one(tmp_path, monkeypatch):
+def test_resumed_shiftnas_run_with_the_generator_choosing_matches_an_uninterrupted_one(tmp_path, monkeypatch):
     overrides = ["strategy.sampler.update_every=3", "strategy.sampler.warmup_epochs=0.25",
-                 "strategy.sampler.generator_every=2"]
+                 "strategy.sampler.generator_every=2", "strategy.sampler.generator=train"]
 
     def train(name, resume):
         config = _config(*overrides, steps=12) if not resume else load_config(tmp_path / name / "config.yaml")
@@ -274,6 +274,7 @@ def test_resumed_shiftnas_run_matches_an_uninterrupted_one(tmp_path, monkeypatch
         assert torch.equal(value, b["model"][key]), key
     sa, sb = a["strategy"]["sampler"], b["strategy"]["sampler"]
     assert torch.equal(sa["logits"], sb["logits"]) and not torch.all(sa["logits"] == 0)   # it shifted
+    assert torch.equal(sa["reference"], sb["reference"]) and torch.all(sa["reference"][sa["logits"] != 0] > 0)
     for key, value in sa["generator"]["net"].items():
         assert torch.equal(value, sb["generator"]["net"][key]), key
 
