@@ -10,13 +10,19 @@ logits of every choice. Open choices (the paper is silent or we depart from it):
   not additive over choices (resolution scales every layer), so the fit is approximate; the
   logged cost error and `generate`'s feasibility use exact MACs;
 - the training target C is drawn uniformly inside the MACs bin the sampler drew for the
-  step's first slot; noise is 4 standard normals; both from seeded generators;
+  step's first random slot (under `generator: train`, the very (C, noise) whose proposal that
+  slot trained); noise is 4 standard normals; both from seeded generators;
 - the task loss is the label loss of the relaxed subnet on one seeded training batch, through
   the supernet's prefix masks (`Supernet.set_soft`: widths, depths, expand ratios); kernel
   sizes and resolution get no task gradient (only the cost term);
-- loss = task + `cost_weight` * ((expected MACs - C) / (max MACs - min MACs))^2, Adam on the
-  generator only (the supernet's weights and gradients are untouched; the generator's
-  gradients are averaged over DDP ranks).
+- loss = task + `cost_weight` * ((expected MACs - C) / (max MACs - min MACs))^2, the cost term
+  averaged over C and `cost_batch - 1` more targets drawn uniformly over the whole MACs range
+  (with their own noise; no task term for those): one target a step learnt the budget-to-arch
+  map too slowly to meet budgets after a few hundred steps. Adam on the generator only (the
+  supernet's weights and gradients are untouched; the generator's gradients are averaged over
+  DDP ranks);
+- `generate(budget)`: attempt a asks for `budget - a / attempts * (budget - min MACs)` with
+  fresh noise and keeps the first arch that fits; `ArchSpace.shrink` is only the last resort.
 """
 from __future__ import annotations
 
@@ -122,6 +128,11 @@ class GeneratorTrainer:
         return weights, arch
 
     @torch.no_grad()
+    def sample(self, target: float, generator: torch.Generator) -> Arch:
+        """The hard arch `relaxed(target, generator)` gives (the same draws, no graph)."""
+        return self.relaxed(target, generator)[1]
+
+    @torch.no_grad()
     def propose(self, target: float, generator: torch.Generator, sample: bool, temperature: float = 1.0) -> Arch:
         """An arch for `target` MACs: the most likely value of every choice, or (`sample`) a
         Gumbel draw at `temperature` from the generator's logits."""
@@ -139,12 +150,15 @@ class GeneratorTrainer:
                                            - self.cost.scaled(target)) ** 2
 
     def generate(self, max_macs: float, seed: int, attempts: int = 16) -> tuple[Arch, int, bool]:
-        """An arch within `max_macs`, conditioned on that budget: the most likely choices for each
-        of `attempts` seeded noise vectors, the first that fits, else the first one shrunk to
-        fit (`ArchSpace.shrink`). Returns (arch, attempts used, whether it was shrunk)."""
+        """An arch within `max_macs`, conditioned on that budget: attempt `a` asks for
+        `max_macs - a / attempts * (max_macs - min MACs)` with fresh seeded noise and takes the
+        most likely choices, so a generator that overshoots a little ends at a fitting arch near
+        the budget; the first that fits is returned, else the first one shrunk to fit
+        (`ArchSpace.shrink`). Returns (arch, attempts used, whether it was shrunk)."""
         first = None
         for attempt in range(attempts):
-            arch = self.propose(max_macs, torch_generator(seed, "generate", attempt), sample=False)
+            target = max_macs - attempt / attempts * max(max_macs - self.cost.low, 0.0)
+            arch = self.propose(target, torch_generator(seed, "generate", attempt), sample=False)
             if self.space.macs(arch) <= max_macs:
                 return arch, attempt + 1, False
             first = first if first is not None else arch
@@ -156,6 +170,10 @@ class GeneratorTrainer:
         (`restore` gives the supernet's buffers back when the caller's backward pass is done)."""
         weights, arch = self.relaxed(target, generator)
         cost = self.cost_term(weights, target)
+        for _ in range(self.options.cost_batch - 1):    # more targets over the whole range
+            extra = self.cost.low + (self.cost.high - self.cost.low) * float(torch.rand(1, generator=generator))
+            cost = cost + self.cost_term(self.relaxed(extra, generator)[0], extra)
+        cost = cost / self.options.cost_batch
         supernet = feedback.subnet_for(arch) if feedback.subnet_for is not None else None
         if supernet is None or feedback.io is None or not supernet.soft_keys():
             return cost.float(), arch
@@ -165,14 +183,11 @@ class GeneratorTrainer:
             supernet.set_soft(arch, {key: weights[key].to(images.device) for key in supernet.soft_keys()})
             task = F.cross_entropy(supernet(images).float(), labels)
         finally:
-            supernet.set_active(feedback.slots[-1].arch)
+            feedback.subnet_for(feedback.slots[-1].arch)   # its own part under a split strategy
         return task + cost.float(), arch
 
-    def train_step(self, feedback: Any, bounds: tuple[float, float]) -> None:
-        """One Adam step toward a target drawn in `bounds` (MACs), from seeded draws only."""
-        generator = torch_generator(self.seed, "shiftnas-generator", feedback.step)
-        low, high = bounds
-        target = low + (high - low) * float(torch.rand(1, generator=generator))
+    def train_step(self, feedback: Any, target: float, generator: torch.Generator) -> None:
+        """One Adam step toward `target` MACs, its noise and Gumbel draws from `generator`."""
         params = list(self.net.parameters())
         # batch norm's backward reads the running statistics: restore them only after it
         with ExitStack() as restore:
