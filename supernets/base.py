@@ -45,6 +45,10 @@ class StepIO:
             `val` split on the model's device, a pure function of (seed, split, key), the
             same on every rank (for probes such as gradient matching; not for training).
         steps_per_epoch: Optimiser steps in one epoch (strategies that act at epoch ends).
+        total_steps: Optimiser steps of the whole run (0: unknown), for schedules over the run.
+        record_logits: `record_logits(logits, labels)`, where the run samples its data by
+            importance (`data.sampling: pada`): the strategy hands it, once per step, the
+            detached logits of one trained path on this rank's batch (None: nothing asked).
     """
 
     forward: Callable[[torch.Tensor], torch.Tensor]
@@ -52,6 +56,8 @@ class StepIO:
     all_reduce_mean: Callable[[torch.Tensor], torch.Tensor]
     batches: Callable[[str, int, str], Batches] = field(default=lambda split, count, key: [])
     steps_per_epoch: int = 1
+    total_steps: int = 0
+    record_logits: Callable[[torch.Tensor, torch.Tensor], None] | None = None
 
 
 @dataclass(frozen=True)

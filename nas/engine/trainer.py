@@ -186,7 +186,8 @@ class Trainer:
 
     def step_io(self) -> StepIO:
         return StepIO(forward=self.wrapped, pass_context=self._pass_context, all_reduce_mean=all_reduce_mean,
-                      batches=self.probe_batches, steps_per_epoch=self.steps_per_epoch)
+                      batches=self.probe_batches, steps_per_epoch=self.steps_per_epoch,
+                      total_steps=self.total_steps)
 
     def probe_batches(self, split: str, count: int, key: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """`count` batches of `split` (`train` or `val`), normalised, without augmentation, on the

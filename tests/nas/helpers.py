@@ -44,6 +44,19 @@ def straight_and_resumed(train: Callable[[str, bool], TrainSummary], stop_at: in
     return load_checkpoint(straight.checkpoints / "last.pt"), load_checkpoint(interrupted.checkpoints / "last.pt")
 
 
+
+def resumed_api_run(make_config: Callable[[], object], runs_dir: Path, stop_at: int, monkeypatch) -> tuple[dict, dict]:
+    """`straight_and_resumed` of two `nas.api.train` runs of `make_config()` under `runs_dir`
+    (on the CPU); the resumed run reloads its own config.yaml."""
+    from nas import api
+    from nas.core.config import load_config
+
+    def train(name: str, resume: bool) -> TrainSummary:
+        config = load_config(runs_dir / name / "config.yaml") if resume else make_config()
+        return api.train(config, name=name, resume=resume, runs_dir=runs_dir, progress=False, device="cpu")
+
+    return straight_and_resumed(train, stop_at, monkeypatch)
+
 def torchrun(script: str, *args: str, cwd: Path, nproc: int = 2) -> None:
     """Run `tests/nas/<script>` under torchrun with `nproc` one-thread CPU processes; fails the
     test with the end of stderr if the job fails."""
