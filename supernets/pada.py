@@ -31,7 +31,8 @@ item is proportional to its normalised gradient norm. For paths:
 3. At each epoch end, `ip = tau * g / sum(g) + (1 - tau) * uniform` per group, with
    `tau = finished steps / total steps` (the paper's epoch / epochs; `StepIO.total_steps`); a
    group whose g is all zero stays uniform, and a value with weights that no path has taken
-   yet counts with its group's mean g.
+   yet counts with its group's mean g. A sampler that does not train every step (a few-shot
+   sub-supernet's) updates at its first step after the epoch end.
 
 `sandwich: false` (the default, the paper's single path per step) trains `num_random` pada
 paths; `sandwich: true` trains max, `num_random` pada paths, then min. With several paths in a
@@ -55,7 +56,6 @@ from search_spaces.base import ArchSpace
 from supernets.samplers import Sampler, ScoreFn, Slot, StepFeedback
 
 Value = Any
-WHOLE_PATH = -1    # layout entry of the whole path's gradient norm
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,7 @@ class PADASampler(Sampler):
         self.g = [torch.zeros(len(v), dtype=torch.float64) for _, v in self.groups]
         self.counts = [torch.zeros(len(v), dtype=torch.int64) for _, v in self.groups]
         self.tau = 0.0
+        self.epochs_done = 0     # epoch ends this sampler has updated `ip` at
         self._layout: list[tuple[str, Value | None, tuple[str, ...]]] | None = None
 
     # -- drawing --------------------------------------------------------------------------
@@ -193,9 +194,11 @@ class PADASampler(Sampler):
             for arch in paths:
                 self.fold(arch, norms)
         io = feedback.io
-        done = feedback.step + 1
-        if io is not None and io.total_steps > 0 and done % io.steps_per_epoch == 0:
-            self.update(min(1.0, done / io.total_steps))
+        if io is not None and io.total_steps > 0:
+            epochs = (feedback.step + 1) // io.steps_per_epoch
+            if epochs > self.epochs_done:       # an epoch ended (since this sampler's last step)
+                self.epochs_done = epochs
+                self.update(min(1.0, epochs * io.steps_per_epoch / io.total_steps))
 
     def update(self, tau: float) -> None:
         """`ip = tau * g / sum(g) + (1 - tau) * uniform` per group (uniform where g is all zero).
@@ -235,7 +238,7 @@ class PADASampler(Sampler):
 
     def state_dict(self) -> dict:
         return {"ip": [p.clone() for p in self.ip], "g": [g.clone() for g in self.g],
-                "counts": [c.clone() for c in self.counts], "tau": self.tau}
+                "counts": [c.clone() for c in self.counts], "tau": self.tau, "epochs_done": self.epochs_done}
 
     def load_state_dict(self, state: dict) -> None:
         if not state:
@@ -246,4 +249,5 @@ class PADASampler(Sampler):
         self.g = [g.clone().double() for g in state["g"]]
         self.counts = [c.clone().long() for c in state["counts"]]
         self.tau = float(state["tau"])
+        self.epochs_done = int(state["epochs_done"])
 

@@ -154,6 +154,16 @@ def test_distribution_moves_to_the_larger_gradient_norm_and_weightless_ops_vanis
     assert sampler.logs()["pada/p_edge*<-*=conv_3x3"] == trajectory[-1]["conv_3x3"]
 
 
+def test_a_sampler_that_missed_the_epoch_end_updates_at_its_next_step():
+    strategy = api.build_strategy(_config())
+    sampler = strategy.sampler
+    _plant(strategy.supernet, {"conv_1x1": 0.05, "conv_3x3": 0.5})
+    io = _io(4, 16)
+    for step in (0, 1, 2, 5):            # a few-shot part that did not train step 3, the epoch's last
+        sampler.observe(StepFeedback(step, sampler.slots(step), [0.0], None, io, strategy.subnet_for))
+        assert sampler.tau == (0.25 if step == 5 else 0.0) and sampler.epochs_done == (1 if step == 5 else 0)
+
+
 def test_resumed_pada_run_matches_an_uninterrupted_one(tmp_path, monkeypatch):
     data = tiny_config(sampler="pada", distill="none", steps=12, space="cell201")
     data["data"]["train_size"] = 256     # 4 steps an epoch: the stop (step 7) follows an update
