@@ -10,12 +10,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from nas import api
 from nas.core.config import load_config
 from nas.core.errors import ConfigError
 from nas.engine.data import epoch_order
 from nas.engine.datasets import load_dataset
+from nas.engine.distributed import DistEnv
 from nas.engine.importance import DataImportance, data_importance, example_norms
+from nas.engine.run_dir import RunDir
 from nas.engine.sources import in_memory_source
+from nas.engine.trainer import Trainer
 from tests.nas.helpers import resumed_api_run
 from tests.nas.tiny import tiny_config
 
@@ -141,10 +145,47 @@ def test_two_gloo_ranks_hold_the_sums_of_the_whole_batch(tmp_path):
     assert torch.equal(sums0, single.sums) and torch.equal(counts0, torch.ones(32, dtype=torch.float64))
 
 
+def _pada_config(steps: int = 12, sampler: str = "uniform"):
+    data = tiny_config(sampler=sampler, distill="none", steps=steps, space="cell201")
+    data["data"].update(train_size=256, sampling="pada")   # batches of 64: 4 steps an epoch
+    return load_config(data)
+
+
+def _training_rank_job(rank: int, store: str, out: dict) -> None:
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        config = _pada_config(steps=10, sampler="pada")
+        splits = load_dataset("fashion_mnist", val_size=config.data.val_size, train_size=256)
+        trainer = Trainer(config, api.build_strategy(config), splits, RunDir(Path(store).parent / f"r{rank}"),
+                          env=DistEnv(rank, 2, rank, "cpu"), progress=False)
+        trainer.fit()
+        out[rank] = (trainer.importance.state_dict(), trainer.strategy.sampler.state_dict(),
+                     torch.cat([p.detach().flatten() for p in trainer.strategy.model.parameters()]))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_two_gloo_ranks_training_with_pada_paths_and_data_agree(tmp_path):
+    context = mp.get_context("spawn")
+    with context.Manager() as manager:
+        out = manager.dict()
+        procs = [context.Process(target=_training_rank_job, args=(rank, str(tmp_path / "store"), out))
+                 for rank in range(2)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=300)
+        assert [proc.exitcode for proc in procs] == [0, 0]
+        (data0, paths0, params0), (data1, paths1, params1) = out[0], out[1]
+    assert all(torch.equal(data0[k], data1[k]) for k in data0 if k != "tau") and data0["tau"] == data1["tau"] == 0.8
+    assert data0["counts"].sum() == 2 * 64       # the two steps of epoch 2 so far, both ranks' rows
+    assert all(torch.equal(a, b) for a, b in zip(paths0["ip"], paths1["ip"])) and paths0["tau"] == 0.8
+    assert torch.equal(params0, params1)
+
+
 def test_resumed_run_with_data_sampling_matches_an_uninterrupted_one(tmp_path, monkeypatch):
-    data = tiny_config(sampler="uniform", distill="none", steps=12, space="cell201")
-    data["data"].update(train_size=256, sampling="pada")   # 4 steps an epoch: stop mid-epoch 1
-    a, b = resumed_api_run(lambda: load_config(data), tmp_path, 6, monkeypatch)
+    a, b = resumed_api_run(_pada_config, tmp_path, 6, monkeypatch)     # stopped mid-epoch 1
     assert a["step"] == b["step"] == 12
     assert all(torch.equal(value, b["model"][key]) for key, value in a["model"].items())
     da, db = a["data_sampling"], b["data_sampling"]
