@@ -57,6 +57,35 @@ def resumed_api_run(make_config: Callable[[], object], runs_dir: Path, stop_at: 
 
     return straight_and_resumed(train, stop_at, monkeypatch)
 
+
+def two_gloo_ranks(job: Callable[[int, str, dict], None], tmp_path: Path, timeout: float = 300) -> dict:
+    """`job(rank, store, out)` in two spawned processes (a gloo group on the file `store`, one
+    thread each); checks both exit cleanly and returns what each put in `out[rank]`."""
+    import multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    with context.Manager() as manager:
+        out = manager.dict()
+        store = str(tmp_path / "store")
+        procs = [context.Process(target=_gloo_rank, args=(job, rank, store, out)) for rank in range(2)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=timeout)
+        assert [proc.exitcode for proc in procs] == [0, 0]
+        return dict(out)
+
+
+def _gloo_rank(job: Callable[[int, str, dict], None], rank: int, store: str, out: dict) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        job(rank, store, out)
+    finally:
+        torch.distributed.destroy_process_group()
+
 def torchrun(script: str, *args: str, cwd: Path, nproc: int = 2) -> None:
     """Run `tests/nas/<script>` under torchrun with `nproc` one-thread CPU processes; fails the
     test with the end of stderr if the job fails."""

@@ -3,7 +3,6 @@ resume, and config errors."""
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from nas.engine.importance import DataImportance, data_importance, example_norms
 from nas.engine.run_dir import RunDir
 from nas.engine.sources import in_memory_source
 from nas.engine.trainer import Trainer
-from tests.nas.helpers import resumed_api_run
+from tests.nas.helpers import resumed_api_run, two_gloo_ranks
 from tests.nas.tiny import tiny_config
 
 
@@ -115,30 +114,16 @@ def test_images_never_drawn_count_with_the_mean_norm_and_the_source_follows_the_
 
 
 def _rank_job(rank: int, store: str, out: dict) -> None:
-    torch.set_num_threads(1)
-    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
-    try:
-        importance = DataImportance(32, 8, seed=0, rank=rank, world_size=2)
-        norms_of = torch.arange(32, dtype=torch.float32) / 32
-        for step in range(4):                       # each rank records only its half of each batch
-            index = importance.order(0)[step * 8:(step + 1) * 8]
-            importance.record(0, step, norms_of[index][rank * 4:(rank + 1) * 4])
-        out[rank] = (importance.sums.clone(), importance.counts.clone())
-    finally:
-        torch.distributed.destroy_process_group()
+    importance = DataImportance(32, 8, seed=0, rank=rank, world_size=2)
+    norms_of = torch.arange(32, dtype=torch.float32) / 32
+    for step in range(4):                       # each rank records only its half of each batch
+        index = importance.order(0)[step * 8:(step + 1) * 8]
+        importance.record(0, step, norms_of[index][rank * 4:(rank + 1) * 4])
+    out[rank] = (importance.sums.clone(), importance.counts.clone())
 
 
 def test_two_gloo_ranks_hold_the_sums_of_the_whole_batch(tmp_path):
-    context = mp.get_context("spawn")
-    with context.Manager() as manager:
-        out = manager.dict()
-        procs = [context.Process(target=_rank_job, args=(rank, str(tmp_path / "store"), out)) for rank in range(2)]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join(timeout=120)
-        assert [proc.exitcode for proc in procs] == [0, 0]
-        (sums0, counts0), (sums1, counts1) = out[0], out[1]
+    (sums0, counts0), (sums1, counts1) = (two_gloo_ranks(_rank_job, tmp_path)[r] for r in range(2))
     single = DataImportance(32, 8, seed=0)
     _recorded(single, 0, torch.arange(32, dtype=torch.float64) / 32, 4)
     assert torch.equal(sums0, sums1) and torch.equal(counts0, counts1)
@@ -152,32 +137,18 @@ def _pada_config(steps: int = 12, sampler: str = "uniform"):
 
 
 def _training_rank_job(rank: int, store: str, out: dict) -> None:
-    torch.set_num_threads(1)
-    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
-    try:
-        config = _pada_config(steps=10, sampler="pada")
-        splits = load_dataset("fashion_mnist", val_size=config.data.val_size, train_size=256)
-        trainer = Trainer(config, api.build_strategy(config), splits, RunDir(Path(store).parent / f"r{rank}"),
-                          env=DistEnv(rank, 2, rank, "cpu"), progress=False)
-        trainer.fit()
-        out[rank] = (trainer.importance.state_dict(), trainer.strategy.sampler.state_dict(),
-                     torch.cat([p.detach().flatten() for p in trainer.strategy.model.parameters()]))
-    finally:
-        torch.distributed.destroy_process_group()
+    config = _pada_config(steps=10, sampler="pada")
+    splits = load_dataset("fashion_mnist", val_size=config.data.val_size, train_size=256)
+    trainer = Trainer(config, api.build_strategy(config), splits, RunDir(Path(store).parent / f"r{rank}"),
+                      env=DistEnv(rank, 2, rank, "cpu"), progress=False)
+    trainer.fit()
+    out[rank] = (trainer.importance.state_dict(), trainer.strategy.sampler.state_dict(),
+                 torch.cat([p.detach().flatten() for p in trainer.strategy.model.parameters()]))
 
 
 def test_two_gloo_ranks_training_with_pada_paths_and_data_agree(tmp_path):
-    context = mp.get_context("spawn")
-    with context.Manager() as manager:
-        out = manager.dict()
-        procs = [context.Process(target=_training_rank_job, args=(rank, str(tmp_path / "store"), out))
-                 for rank in range(2)]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join(timeout=300)
-        assert [proc.exitcode for proc in procs] == [0, 0]
-        (data0, paths0, params0), (data1, paths1, params1) = out[0], out[1]
+    out = two_gloo_ranks(_training_rank_job, tmp_path)
+    (data0, paths0, params0), (data1, paths1, params1) = out[0], out[1]
     assert all(torch.equal(data0[k], data1[k]) for k in data0 if k != "tau") and data0["tau"] == data1["tau"] == 0.8
     assert data0["counts"].sum() == 2 * 64       # the two steps of epoch 2 so far, both ranks' rows
     assert all(torch.equal(a, b) for a, b in zip(paths0["ip"], paths1["ip"])) and paths0["tau"] == 0.8
@@ -196,7 +167,8 @@ def test_resumed_run_with_data_sampling_matches_an_uninterrupted_one(tmp_path, m
 
 def test_bad_settings_are_one_line_errors_naming_data_sampling():
     base = {"space": "cell201", "data": {"sampling": "pada", "in_memory": False}}
-    with pytest.raises(ConfigError, match=r"data\.sampling: pada draws each epoch's images from in-memory data") as error:
+    message = r"data\.sampling: pada draws each epoch's images from in-memory data"
+    with pytest.raises(ConfigError, match=message) as error:
         load_config(base)
     assert "\n" not in str(error.value)
     with pytest.raises(ConfigError, match=r"data\.sampling: .*choose one of 'uniform', 'pada'"):
