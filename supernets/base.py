@@ -47,6 +47,10 @@ class StepIO:
         steps_per_epoch: Optimiser steps in one epoch (strategies that act at epoch ends).
         schedule_steps: Steps of the run's learning-rate schedule (`train.steps`, or
             `train.epochs` epochs): its length before `Strategy.total_steps` lengthens it.
+        total_steps: Optimiser steps of the whole run (0: unknown), for schedules over the run.
+        record_logits: `record_logits(logits, labels)`, where the run samples its data by
+            importance (`data.sampling: pada`): the strategy hands it, once per step, the
+            detached logits of one trained path on this rank's batch (None: nothing asked).
     """
 
     forward: Callable[[torch.Tensor], torch.Tensor]
@@ -55,6 +59,8 @@ class StepIO:
     batches: Callable[[str, int, str], Batches] = field(default=lambda split, count, key: [])
     steps_per_epoch: int = 1
     schedule_steps: int = 1
+    total_steps: int = 0
+    record_logits: Callable[[torch.Tensor, torch.Tensor], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ sampler names the subnets; a `max` subnet, when the sampler trains one, learns f
 labels (label-smoothed cross-entropy) and, with a distillation loss, its detached output
 becomes the soft target of every other subnet of the step; without a teacher, or with
 `distill: none`, every subnet learns from the labels. Gradients are summed over the subnets,
-then the sampler observes the step's losses.
+then the sampler observes the step's losses. Where the run samples its data by importance, the
+logits of the first `random` slot (the sampled path; else the first slot) go to
+`StepIO.record_logits`.
 """
 from __future__ import annotations
 
@@ -84,6 +86,7 @@ class OneShotStrategy(Strategy):
     def train_step(self, images: torch.Tensor, labels: torch.Tensor, step: int, io: StepIO) -> dict[str, float]:
         slots: list[Slot] = self.sampler.slots(step, score=self.scorer(images, labels, io))
         teacher, logs, losses = None, {}, []
+        recorded = next((i for i, slot in enumerate(slots) if slot.role.startswith("random")), 0)
         for i, slot in enumerate(slots):
             with io.pass_context(i == len(slots) - 1):
                 self.activate(slot.arch)
@@ -94,6 +97,8 @@ class OneShotStrategy(Strategy):
                     loss, extra = self.distill(logits, teacher, labels)
                 if slot.role == "max" and self.distill is not None:
                     teacher = logits.detach()
+                if i == recorded and io.record_logits is not None:   # data.sampling: pada
+                    io.record_logits(logits.detach(), labels)
                 loss.backward()
             losses.append(loss.item())
             logs[f"loss/{slot.role}"] = losses[-1]

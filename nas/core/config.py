@@ -108,9 +108,13 @@ class DataConfig:
     in_memory: bool | Literal["auto"] = "auto"   # auto: streams imagefolder and per-image transforms
     workers: int = 4             # DataLoader worker processes of the streaming path (0: in-process)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
+    sampling: Literal["uniform", "pada"] = "uniform"   # pada: next epoch's images by importance (PA&DA)
 
     def __post_init__(self) -> None:
         problems = []
+        if self.sampling == "pada" and self.streams:
+            problems.append("sampling: pada draws each epoch's images from in-memory data; set data.in_memory: "
+                            "true (Fashion-MNIST, CIFAR) or data.sampling: uniform")
         if self.val_size < 1:
             problems.append(f"val_size: must be >= 1, got {self.val_size}")
         if self.train_size is not None and self.train_size < 1:

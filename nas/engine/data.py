@@ -101,11 +101,12 @@ def draw_augment(augment: Augment, n: int, generator: torch.Generator
 
 
 def train_batches(splits: ImageSplits, batch_size: int, seed: int, epoch: int, start_step: int = 0,
-                  augment: Augment | None = None, rank: int = 0, world_size: int = 1
-                  ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+                  augment: Augment | None = None, rank: int = 0, world_size: int = 1,
+                  order: torch.Tensor | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Normalised training batches of steps `start_step..steps_per_epoch - 1` of `epoch`.
 
-    The order is a permutation that depends only on (seed, epoch); step t takes slice
+    The order is `order` when given (image indices, e.g. drawn by importance), else a
+    permutation that depends only on (seed, epoch); step t takes slice
     [t * batch_size, (t + 1) * batch_size) of it. The augmentation of step t depends only on
     (seed, epoch, t) and is drawn for the whole global batch; rank `rank` of `world_size` gets
     rows [rank * b, (rank + 1) * b) of it, b = batch_size // world_size. Arguments are checked
@@ -118,7 +119,7 @@ def train_batches(splits: ImageSplits, batch_size: int, seed: int, epoch: int, s
         DataError: bad batch size (names `train.batch_size`), rank or start step.
     """
     steps, lo, hi = epoch_slice(len(splits.train_images), batch_size, start_step, rank, world_size)
-    return _train_iter(splits, batch_size, seed, epoch, steps, augment, lo, hi)
+    return _train_iter(splits, batch_size, seed, epoch, steps, augment, lo, hi, order)
 
 
 def epoch_slice(num_images: int, batch_size: int, start_step: int, rank: int, world_size: int
@@ -143,10 +144,10 @@ def epoch_order(num_images: int, seed: int, epoch: int) -> torch.Tensor:
 
 
 def _train_iter(splits: ImageSplits, batch_size: int, seed: int, epoch: int, steps: range,
-                augment: Augment | None, lo: int, hi: int
+                augment: Augment | None, lo: int, hi: int, order: torch.Tensor | None = None
                 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     images, labels = splits.train_images, splits.train_labels
-    order = epoch_order(len(images), seed, epoch)
+    order = epoch_order(len(images), seed, epoch) if order is None else order
     for step in steps:
         idx = order[step * batch_size + lo: step * batch_size + hi]
         x = augment_rows(images[idx], augment, batch_size, augment_generator(seed, epoch, step), lo)

@@ -12,7 +12,7 @@ model's device.
 from __future__ import annotations
 
 import abc
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -91,7 +91,12 @@ def mix(batches: Iterable[Batch], mixer: BatchMixer | None, seed: int, epoch: in
 
 
 class InMemorySource(DataSource):
-    """Batches cut from uint8 tensors in memory, augmented and normalised whole."""
+    """Batches cut from uint8 tensors in memory, augmented and normalised whole.
+
+    `order_for(epoch)`, when set, gives each epoch's image order (`data.sampling: pada`).
+    """
+
+    order_for: Callable[[int], torch.Tensor] | None = None
 
     def __init__(self, splits: ImageSplits, augment: Augment | None = None, mixer: BatchMixer | None = None):
         self.splits, self.augment, self.mixer = splits, augment, mixer
@@ -104,7 +109,8 @@ class InMemorySource(DataSource):
 
     def train_batches(self, batch_size: int, seed: int, epoch: int, start_step: int = 0, rank: int = 0,
                       world_size: int = 1) -> Iterator[Batch]:
-        batches = train_batches(self.splits, batch_size, seed, epoch, start_step, self.augment, rank, world_size)
+        order = self.order_for(epoch) if self.order_for is not None else None
+        batches = train_batches(self.splits, batch_size, seed, epoch, start_step, self.augment, rank, world_size, order)
         steps, _, _ = epoch_slice(self.num_train, batch_size, start_step, rank, world_size)
         return mix(batches, self.mixer, seed, epoch, steps)
 

@@ -44,6 +44,7 @@ from nas.engine.data import steps_per_epoch
 from nas.engine.datasets import ImageSplits
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
+from nas.engine.importance import data_importance
 from nas.engine.run_dir import RunDir
 from nas.engine.schedule import build_scheduler
 from nas.engine.sources import DataSource, as_source
@@ -128,9 +129,11 @@ class Trainer:
         self.steps_per_epoch = steps_per_epoch(self.data.num_train, self.train_cfg.batch_size)
         self.schedule_steps = (self.train_cfg.steps if self.train_cfg.steps is not None
                                else self.train_cfg.epochs * self.steps_per_epoch)
+        self.total_steps = self.schedule_steps
+        self.importance = data_importance(config, self.data, env.rank, env.world_size)   # data.sampling: pada
+        self.state = TrainState()
         self._build()
         self.total_steps = self.strategy.total_steps(self.step_io())   # a few-shot run may train longer
-        self.state = TrainState()
         self._stop_signal: int | None = None
         self.restructures: list[tuple[int, Restructure]] = []   # (step, change) of this process's restructures
         if self.train_cfg.precision == "bf16" and self.device.type == "cpu":
@@ -190,7 +193,9 @@ class Trainer:
     def step_io(self) -> StepIO:
         return StepIO(forward=self.wrapped, pass_context=self._pass_context, all_reduce_mean=all_reduce_mean,
                       batches=self.probe_batches, steps_per_epoch=self.steps_per_epoch,
-                      schedule_steps=self.schedule_steps)
+                      schedule_steps=self.schedule_steps, total_steps=self.total_steps,
+                      record_logits=(self.importance.recorder(*divmod(self.state.step, self.steps_per_epoch))
+                                     if self.importance is not None else None))
 
     def schedule_position(self, step: int) -> float:
         """Where optimiser step `step` falls in the learning-rate schedule (the strategy says)."""
@@ -214,7 +219,8 @@ class Trainer:
                 "strategy": self.strategy.state_dict(), "step": self.state.step,
                 "epoch": int(self.schedule_position(self.state.step) // self.steps_per_epoch), "rng": rng_state(),
                 "elapsed": self.state.elapsed, "best_score": self.state.best_score,
-                "total_steps": self.total_steps, "evaluation_pending": self.evaluation_pending}
+                "total_steps": self.total_steps, "evaluation_pending": self.evaluation_pending,
+                **({"data_sampling": self.importance.state_dict()} if self.importance is not None else {})}
 
     def save(self, name: str = LAST) -> None:
         """Write `checkpoints/<name>` (rank 0); a state holding NaN or infinity stops training instead."""
@@ -246,6 +252,8 @@ class Trainer:
             self.total_steps = self.strategy.total_steps(self.step_io())
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
+            if self.importance is not None:
+                self.importance.load_state_dict(state["data_sampling"])
         except (KeyError, RuntimeError, ValueError) as e:
             raise CheckpointError(self._mismatch_message(state, e)) from e
         set_rng_state(state["rng"])
@@ -323,6 +331,8 @@ class Trainer:
         self._clip()
         self.optimizer.step()
         self.state.step += 1
+        if self.importance is not None:
+            self.importance.after_step(self.state.step, self.steps_per_epoch, self.total_steps)
         logs["lr"] = self.optimizer.param_groups[0]["lr"]
         change = self.strategy.after_step(self.state.step, io)
         if change is not None:

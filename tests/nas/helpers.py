@@ -44,6 +44,48 @@ def straight_and_resumed(train: Callable[[str, bool], TrainSummary], stop_at: in
     return load_checkpoint(straight.checkpoints / "last.pt"), load_checkpoint(interrupted.checkpoints / "last.pt")
 
 
+
+def resumed_api_run(make_config: Callable[[], object], runs_dir: Path, stop_at: int, monkeypatch) -> tuple[dict, dict]:
+    """`straight_and_resumed` of two `nas.api.train` runs of `make_config()` under `runs_dir`
+    (on the CPU); the resumed run reloads its own config.yaml."""
+    from nas import api
+    from nas.core.config import load_config
+
+    def train(name: str, resume: bool) -> TrainSummary:
+        config = load_config(runs_dir / name / "config.yaml") if resume else make_config()
+        return api.train(config, name=name, resume=resume, runs_dir=runs_dir, progress=False, device="cpu")
+
+    return straight_and_resumed(train, stop_at, monkeypatch)
+
+
+def two_gloo_ranks(job: Callable[[int, str, dict], None], tmp_path: Path, timeout: float = 300) -> dict:
+    """`job(rank, store, out)` in two spawned processes (a gloo group on the file `store`, one
+    thread each); checks both exit cleanly and returns what each put in `out[rank]`."""
+    import multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    with context.Manager() as manager:
+        out = manager.dict()
+        store = str(tmp_path / "store")
+        procs = [context.Process(target=_gloo_rank, args=(job, rank, store, out)) for rank in range(2)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=timeout)
+        assert [proc.exitcode for proc in procs] == [0, 0]
+        return dict(out)
+
+
+def _gloo_rank(job: Callable[[int, str, dict], None], rank: int, store: str, out: dict) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        job(rank, store, out)
+    finally:
+        torch.distributed.destroy_process_group()
+
 def torchrun(script: str, *args: str, cwd: Path, nproc: int = 2) -> None:
     """Run `tests/nas/<script>` under torchrun with `nproc` one-thread CPU processes; fails the
     test with the end of stderr if the job fails."""
