@@ -49,15 +49,16 @@ def parse_names(spec: str | Sequence[str] | None) -> list[str]:
 
 def build_estimators(names: Sequence[str]) -> dict[str, Estimator]:
     """The estimator of each name (except `calibrated`, which is fitted later); an unknown name
-    is one line naming `--estimators`."""
+    or a bad fusion is one line naming `--estimators`."""
     built = {}
     for name in names:
         if name == CALIBRATED:
             continue
         try:
             built[name] = build_estimator(name)
-        except RegistryError as e:
-            raise RegistryError(str(e).replace(f"{ESTIMATORS.yaml_key}:", "--estimators:", 1)) from None
+        except (ConfigError, RegistryError) as e:     # they name `--score`, the search's flag
+            flag = f"{ESTIMATORS.yaml_key}:"
+            raise type(e)("\n".join(line.replace(flag, "--estimators:", 1) for line in e.lines())) from None
     return built
 
 

@@ -196,10 +196,11 @@ class _Pool:
                 except Exception as e:    # handed over like a worker's error
                     future.set_exception(e)
             return future
-        if self.executor is None:
-            context = multiprocessing.get_context("spawn")
-            self.executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init_worker)
-        return self.executor.submit(train_task, task)
+        with _starting():     # submit starts the worker processes it needs
+            if self.executor is None:
+                context = multiprocessing.get_context("spawn")
+                self.executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init_worker)
+            return self.executor.submit(train_task, task)
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         if self.executor is None:
@@ -253,6 +254,27 @@ def _schedule(tasks: Sequence[Task], pool: _Pool, claims: Claims, poll_s: float 
             time.sleep(poll_s)      # every remaining training is claimed by another process
 
 
+class _Starting:
+    """While worker processes start, a SIGTERM waits (`pending`): raised in the middle of
+    sending a spawned process its start-up data, it would leave that process to die with a
+    traceback of its own."""
+
+    depth = 0
+    pending: Interrupted | None = None
+
+
+@contextlib.contextmanager
+def _starting() -> Iterator[None]:
+    _Starting.depth += 1
+    try:
+        yield
+    finally:
+        _Starting.depth -= 1
+    if not _Starting.depth and _Starting.pending is not None:
+        error, _Starting.pending = _Starting.pending, None
+        raise error
+
+
 @contextlib.contextmanager
 def stop_on_sigterm(folder: Path) -> Iterator[None]:
     """SIGTERM raises `Interrupted` (exit 143) in the main thread for the block: the caller's
@@ -262,8 +284,12 @@ def stop_on_sigterm(folder: Path) -> Iterator[None]:
         return
 
     def stop(signum: int, frame: object) -> None:
-        raise Interrupted(f"{signal.Signals(signum).name}: trainings in progress stopped, finished ones are "
-                          f"kept in {folder}; run the same command to resume", signum)
+        error = Interrupted(f"{signal.Signals(signum).name}: trainings in progress stopped, finished ones are "
+                            f"kept in {folder}; run the same command to resume", signum)
+        if _Starting.depth:
+            _Starting.pending = error
+            return
+        raise error
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
