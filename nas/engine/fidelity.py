@@ -178,8 +178,9 @@ def _measure(archs: Sequence[Arch], truth: GroundTruth, seeds: int, supernet_top
              out_dir: Path, settings: Mapping[str, Any], workers: int, progress: bool,
              scoring: Scoring | None) -> FidelityResult:
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_settings(out_dir, settings)
     results = out_dir / "results.jsonl"
+    with results_lock(results):       # another measurement of the same archs may be writing it too
+        _check_settings(out_dir, settings)
     done = {r["arch_id"]: r for r in read_records(results, RunError)}
     todo = [a for a in archs if arch_id(a) not in done]
     shared = {arch_id(a): supernet_top1(a) for a in todo}     # in this process, before any worker starts

@@ -9,10 +9,13 @@ recipe and the seed, and every run on one space shares it:
         recipe.json            the recipe and the space section its digest covers
         <arch_id>-s<k>.json    seed k: {"arch_id", "arch", "seed", "train_seed", "macs", "params",
                                "test_top1", "test_top5", "steps", "seconds", "threads", "torch"}
+        <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.engine.locks.Claims`)
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
 initialises from `derive_seed(that seed, "standalone-init", arch_id)`. Each result is written
-atomically by the process that trained it, so a killed measurement keeps what finished.
+atomically by the process that trained it, so a killed measurement keeps what finished;
+processes sharing the folder (several commands, several machines on a network file system)
+claim each training before they start it, so they split the trainings instead of repeating them.
 With `workers` > 1 the trainings run in that many spawned processes of one thread each; one
 worker trains in this process, also on one thread, so both give the same numbers.
 """
@@ -49,6 +52,7 @@ from search_spaces.base import ArchSpace
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
 ModelFactory = Callable[[RunConfig, Arch, int], nn.Module]
 _SOURCES: dict[DataConfig, DataSource] = {}   # per process: loaded once, shared by its trainings
+_WRITING = threading.Lock()    # temporary file names hold the PID: threads of one process take turns
 
 
 @dataclass(frozen=True)
@@ -93,15 +97,17 @@ class GroundTruth:
         """Call `on_arch(arch, results of seeds 0..seeds-1)` once per arch as soon as all its
         seeds are cached or trained (cached ones first); returns the trainings this process ran.
 
-        Each training is claimed first (`claim_path`), so processes sharing the folder, on
-        this machine or others, split the trainings: one that finds a training claimed moves
-        on and later reads the other's result (or takes the claim over when its holder died).
+        Each training is claimed first (`<arch_id>-s<k>.lock`, `nas.engine.locks.Claims`), so
+        processes sharing the folder, on this machine or others, split the trainings: one that
+        finds a training claimed moves on and later reads the other's result (or takes the
+        claim over when its holder died).
         SIGTERM stops the trainings in progress (`Interrupted`); finished ones stay cached.
         `progress`: a tqdm bar of the trainings on stderr.
         """
         self.folder.mkdir(parents=True, exist_ok=True)
-        if not (self.folder / "recipe.json").is_file():
-            write_json(self.folder / "recipe.json", {"space": self.space_section, **self.recipe.to_dict()})
+        with _WRITING:
+            if not (self.folder / "recipe.json").is_file():
+                write_json(self.folder / "recipe.json", {"space": self.space_section, **self.recipe.to_dict()})
         found = {arch_id(a): {k: r for k in range(seeds) if (r := self.cached(a, k)) is not None} for a in archs}
         tasks = []
         for arch in archs:
