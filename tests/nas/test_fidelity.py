@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -327,6 +328,19 @@ def test_two_measurements_at_once_split_the_trainings(runs, tmp_path):
     assert _untimed(first.records) == _untimed(second.records)
     lines = _lines(tmp_path / "out" / "results.jsonl")
     assert sorted(r["arch_id"] for r in lines) == sorted(first.summary["arch_ids"])
+    assert not list((tmp_path / "truth").glob("*/*/*.lock"))
+
+
+def test_two_commands_at_once_split_the_trainings(runs, tmp_path):
+    argv = ["fidelity", "tiny", "--runs-dir", str(runs), "--archs", "4", "--epochs", "1", "--seeds", "2",
+            "--ground-truth", str(tmp_path / "truth"), "--out", str(tmp_path / "out"), "--quiet"]
+    procs = [_nas(*argv), _nas(*argv)]
+    finished = [_finish(proc, 600) for proc in procs]
+    assert all(code == 0 for code, _, _ in finished), [err for _, _, err in finished]
+    now = [int(re.search(r"\((\d+) standalone trainings now\)", out).group(1)) for _, out, _ in finished]
+    assert sum(now) == 8 and len(list((tmp_path / "truth").glob("*/*/*-s[01].json"))) == 8
+    lines = _lines(tmp_path / "out" / "results.jsonl")
+    assert len(lines) == 4 and len({r["arch_id"] for r in lines}) == 4
     assert not list((tmp_path / "truth").glob("*/*/*.lock"))
 
 
