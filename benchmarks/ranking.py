@@ -6,12 +6,15 @@
    cached under `--ground-truth DIR`, `--workers` trainings at a time (one thread each).
    Prints the ground truth's seed-to-seed Kendall tau: the ceiling any supernet can reach.
 2. For each `--run`, measures that run's supernet against the same ground truth (nothing is
-   trained again) and prints Kendall tau, Spearman rho, top-k overlap and the per-MACs-bin
-   gap table (standalone minus supernet test top-1, in points).
+   trained again) and prints Kendall tau, Spearman rho, top-k overlap, the per-MACs-bin
+   gap table (standalone minus supernet test top-1, in points), and the per-estimator table
+   (`--estimators`, default the supernet and every cheap estimator: tau and within-MACs-bin
+   tau with 90% bootstrap intervals, top-k overlap) with its verdict against MACs and params.
 3. Prints one JSON line with everything.
 
     python benchmarks/ranking.py --ground-truth DIR --config fashion_mnist_cell201 [--archs 30]
         [--epochs 4] [--seeds 2] [--workers 2] [--recipe FILE] [--set KEY=VALUE ...] [--run RUN_DIR ...]
+        [--estimators A,B,...] [--init-seeds 3]
 
 Defaults: 30 archs on cell201, 16 on other spaces; the config's epochs; 2 seeds.
 """
@@ -46,6 +49,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--recipe", help="YAML overrides of the config's train:/data: sections")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--run", nargs="+", default=[], metavar="RUN_DIR", help="trained runs to compare")
+    parser.add_argument("--estimators", metavar="A,B,...", help="estimators to report (default: supernet and "
+                                                                 "every cheap one; macs and params always)")
+    parser.add_argument("--init-seeds", type=int, default=3, help="initialisations proxies average over")
     return parser.parse_args()
 
 
@@ -74,7 +80,8 @@ def main() -> None:
             raise SystemExit(f"--run {path}: its space differs from --config {args.config}'s; "
                              f"give a config of the same space")
         result = api.fidelity(run, archs=archs, seeds=args.seeds, recipe=truth["recipe"],
-                              workers=args.workers, ground_truth_dir=args.ground_truth)
+                              workers=args.workers, ground_truth_dir=args.ground_truth,
+                              estimators=args.estimators, init_seeds=args.init_seeds)
         report["runs"][str(path)] = result.summary
         print(f"\n{path} (step {run.step}):\n{format_summary(result.summary)}", flush=True)
     print(json.dumps(report))

@@ -17,7 +17,8 @@ from torch import nn
 from nas.core.amounts import format_amount
 from nas.core.arch import Arch, arch_id, read_arch_file
 from nas.core.config import RunConfig, load_config, parse_overrides
-from nas.core.errors import CheckpointError, ConfigError, RunError
+from nas.core.errors import CheckpointError, ConfigError, RunError, check_int
+from nas.core.files import check_writable
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
 from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail
 from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
@@ -345,6 +346,7 @@ def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | N
 
 
 # -- fidelity -------------------------------------------------------------------------------
+ESTIMATOR_BATCHES, ESTIMATOR_BATCH_SIZE = 2, 64     # seeded training images the proxies read
 def standalone_model(config: RunConfig, arch: Mapping[str, Any], seed: int) -> nn.Module:
     """What standalone training of `arch` starts from: the export of a freshly initialised plain
     supernet of the config's space seeded with `seed`, in training mode. Never a run's trained
@@ -367,6 +369,7 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
     from nas.engine.fidelity_report import seed_agreement
 
     check_arguments(archs, epochs, seeds, workers)
+    check_writable(ground_truth_dir, "--ground-truth")
     measured = plan(config, build_space(config), standalone_model, ground_truth_dir, archs=archs, epochs=epochs,
                     seeds=seeds, recipe=recipe, selection_seed=selection_seed)
     records: dict[str, dict[str, Any]] = {}
@@ -383,8 +386,8 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
 def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = None, seeds: int = 1,
              recipe: str | Path | Recipe | None = None, workers: int = 1, ground_truth_dir: str | Path | None = None,
              selection_seed: int = 0, out: str | Path | None = None, runs_dir: str | Path = DEFAULT_RUNS_DIR,
-             checkpoint: str = LAST, device: str | torch.device | None = None,
-             progress: bool = True) -> FidelityResult:
+             checkpoint: str = LAST, device: str | torch.device | None = None, progress: bool = True,
+             estimators: str | list[str] | None = None, init_seeds: int = 3) -> FidelityResult:
     """How well the run's supernet ranks its subnets (`nas fidelity`): supernet vs standalone test top-1.
 
     Selects `archs` archs stratified over the space's MACs (min and max included), trains each
@@ -395,23 +398,41 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     `out`), where `<id>` follows from the arguments: the same call resumes. A run given by name
     or path is loaded on `device` (None: cuda when available), where the supernet is evaluated
     (through `Run.subnet`, whichever model of the strategy computes an arch); standalone
-    training starts from `standalone_model` on the CPU. Returns a
-    `nas.engine.fidelity.FidelityResult`. Workers are started with multiprocessing's spawn
+    training starts from `standalone_model` on the CPU. `estimators` (comma-separated names or
+    a list; default `supernet` and every cheap registered estimator; `supernet`, `macs` and
+    `params` always) are scored on the same archs, proxies averaged over `init_seeds`
+    initialisations on 2 seeded batches of 64 training images, and reported beside the
+    supernet with a verdict. Returns a `nas.engine.fidelity.FidelityResult`. Workers are started with multiprocessing's spawn
     method: a script that calls this with `workers > 1` needs an `if __name__ == "__main__":` guard.
     """
     from nas.engine.fidelity import check_arguments, plan, run_fidelity
+    from estimators import EstimatorContext
+    from nas.engine.fidelity_estimators import build_estimators, needs_batches, parse_names, scoring
 
     check_arguments(archs, epochs, seeds, workers)     # before loading the run
+    check_int("--init-seeds", init_seeds, 1)
+    names = parse_names(estimators)
+    build_estimators(names)
     if not isinstance(run, Run):
         run = load_run(run, runs_dir, checkpoint, device)
+    # before any evaluation or folder: where it writes, then the data (the recipe's, the run's)
     root = Path(ground_truth_dir) if ground_truth_dir is not None else run.dir.fidelity("ground_truth")
+    check_writable(root, "--ground-truth" if ground_truth_dir is not None else "RUN")
+    check_writable(out if out is not None else run.dir.fidelity(""), "--out" if out is not None else "RUN")
     measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
                     recipe=recipe, selection_seed=selection_seed)
+    run.data
     ident = measured.ident() + ("" if run.checkpoint.name == LAST else f"-{run.checkpoint.stem}")
     settings = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,
                 "space": run.space.name, "space_fingerprint": run.space.fingerprint(),
                 "arch_ids": [arch_id(a) for a in measured.archs], "selection_seed": selection_seed, "seeds": seeds,
                 "recipe_digest": measured.truth.digest, "recipe": measured.recipe.to_dict(),
                 "ground_truth": str(measured.truth.folder)}
+    chosen = scoring(names, EstimatorContext(run.space, init_seeds=init_seeds, seed=selection_seed,
+                                             run_dir=run.dir.root))
+    if needs_batches(chosen.estimators):
+        chosen.context.batches = run.data.sample_batches("train", ESTIMATOR_BATCHES, ESTIMATOR_BATCH_SIZE,
+                                                         selection_seed)
     return run_fidelity(measured.archs, measured.truth, seeds, lambda arch: evaluate(run, arch, "test")["top1"],
-                        Path(out) if out is not None else run.dir.fidelity(ident), settings, workers, progress)
+                        Path(out) if out is not None else run.dir.fidelity(ident), settings, workers, progress,
+                        chosen)

@@ -158,8 +158,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from nas import api
     from nas.engine.fidelity_report import format_summary
     result = api.fidelity(args.run, archs=args.archs, epochs=args.epochs, seeds=args.seeds, recipe=args.recipe,
-                          workers=args.workers, ground_truth_dir=args.ground_truth, runs_dir=args.runs_dir,
-                          checkpoint=args.checkpoint, device=args.device, progress=not args.quiet)
+                          workers=args.workers, ground_truth_dir=args.ground_truth, out=args.out,
+                          runs_dir=args.runs_dir, checkpoint=args.checkpoint, device=args.device,
+                          progress=not args.quiet, estimators=args.estimators, init_seeds=args.init_seeds)
     if args.json:
         _print_json(result.summary)
     else:
@@ -304,6 +305,14 @@ def build_parser() -> argparse.ArgumentParser:
     fidelity.add_argument("--ground-truth", metavar="DIR",
                           help="cache of standalone trainings, shared by runs on one space "
                                "(default runs/NAME/fidelity/ground_truth)")
+    fidelity.add_argument("--estimators", metavar="A,B,...",
+                          help="estimators to report beside the supernet (names or fusions like supernet+naswot; "
+                               "default: supernet and every cheap one; calibrated only when named; supernet, macs "
+                               "and params always); see nas --help")
+    fidelity.add_argument("--init-seeds", type=int, default=3,
+                          help="initialisations zero-cost proxies average over (default 3)")
+    fidelity.add_argument("--out", metavar="DIR", help="where the measurement's files go (default "
+                                                        "runs/NAME/fidelity/<id>, <id> following from the options)")
     fidelity.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
     fidelity.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     fidelity.add_argument("--quiet", action="store_true", help="no progress bar")

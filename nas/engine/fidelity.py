@@ -7,19 +7,24 @@ whose name the caller derives from the arguments so that the same command resume
 
 - `fidelity.json`: the settings (selected arch ids, recipe digest, seeds, checkpoint step),
   checked on resume;
-- `results.jsonl`: one line per arch, appended (and fsynced) by this process as soon as all
-  its seeds are done: `{"arch_id", "arch", "macs", "params", "supernet_test_top1",
-  "standalone_test_top1" (mean over seeds), "standalone_test_top1_seeds", "standalone_seconds",
-  "gap_points" (standalone minus supernet, in points)}`. A killed run resumes arch by arch:
-  archs in this file are not measured again, trainings already in the ground truth are reused;
-- `summary.json`, `scatter.png` and TensorBoard scalars in `tb/` once every arch is done
-  (`nas.engine.fidelity_report`).
+- `results.jsonl`: one line per arch, appended (and fsynced, under a lock, unless another
+  process measuring the same archs appended it first) as soon as all its seeds are done:
+  `{"arch_id", "arch", "macs", "params", "supernet_test_top1", "standalone_test_top1" (mean
+  over seeds), "standalone_test_top1_seeds", "standalone_seconds", "gap_points" (standalone
+  minus supernet, in points), "estimators" ({name: score}, see
+  `nas.engine.fidelity_estimators`)}`. A killed run resumes arch by arch: archs in this file
+  are not measured again, trainings already in the ground truth are reused;
+- `summary.json`, `scatter.png`, `scatter-<estimator>.png` and TensorBoard scalars in `tb/`
+  once every arch is done (`nas.engine.fidelity_report`).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,10 +32,11 @@ from typing import Any
 from nas.core.arch import Arch, arch_id
 from nas.core.config import RunConfig
 from nas.core.errors import RunError, check_int
-from nas.core.files import write_json
+from nas.core.files import write_json, write_text
 from nas.engine.arch_selection import select_archs
-from nas.engine.fidelity_report import summarize, write_report
-from nas.engine.ground_truth import GroundTruth, ModelFactory, recipe_source
+from nas.engine.fidelity_estimators import CALIBRATED, Scoring, calibrated_scores, score_archs
+from nas.engine.fidelity_report import estimator_summary, summarize, write_report
+from nas.engine.ground_truth import GroundTruth, ModelFactory, recipe_source, stop_on_sigterm
 from nas.engine.jsonl import append_record, read_records
 from nas.engine.recipe import Recipe, load_recipe, with_effective_warmup
 from nas.engine.standalone import total_steps
@@ -119,26 +125,88 @@ def _check_settings(out_dir: Path, settings: Mapping[str, Any]) -> None:
         write_json(path, dict(settings))
 
 
+_LOCAL = threading.Lock()      # POSIX record locks exclude processes, not threads
+
+
+@contextmanager
+def results_lock(path: Path) -> Iterator[None]:
+    """Hold `path` exclusively for the block: a POSIX record lock (`lockf`, which NFS clients
+    share through the server) on `.NAME.lock` beside it, and a thread lock within this process.
+    (A lock on `path` itself would not survive an atomic rewrite, which replaces its inode.)"""
+    with _LOCAL, open(path.with_name(f".{path.name}.lock"), "a") as f:
+        fcntl.lockf(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(f, fcntl.LOCK_UN)
+
+
+def append_once(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Append `record` to `path` unless a line of its arch is there already (another process
+    measuring the same archs wrote it); returns the stored record."""
+    with results_lock(path):
+        stored = next((r for r in read_records(path, RunError) if r["arch_id"] == record["arch_id"]), None)
+        if stored is not None:
+            return stored
+        append_record(path, record)
+        return record
+
+
+def store_scores(path: Path, scores: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Give every line of `path` the estimator scores of its arch in `scores` (rewriting the
+    file atomically, under the lock, only when a line lacks or differs in some); returns the
+    records."""
+    with results_lock(path):
+        records = read_records(path, RunError)
+        merged = [{**r, "estimators": {**r.get("estimators", {}), **scores.get(r["arch_id"], {})}} for r in records]
+        if merged != records:
+            write_text(path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in merged))
+        return merged
+
+
 def run_fidelity(archs: Sequence[Arch], truth: GroundTruth, seeds: int, supernet_top1: Callable[[Arch], float],
                  out_dir: str | Path, settings: Mapping[str, Any], workers: int = 1,
-                 progress: bool = True) -> FidelityResult:
+                 progress: bool = True, scoring: Scoring | None = None) -> FidelityResult:
     """Measure every arch of `archs` (see the module docstring); `settings` go to fidelity.json
-    and summary.json."""
-    out_dir = Path(out_dir)
+    and summary.json; `scoring`: the estimators reported beside the supernet. SIGTERM stops
+    it with `Interrupted` (its trainings too)."""
+    with stop_on_sigterm(truth.folder):
+        return _measure(archs, truth, seeds, supernet_top1, Path(out_dir), settings, workers, progress, scoring)
+
+
+def _measure(archs: Sequence[Arch], truth: GroundTruth, seeds: int, supernet_top1: Callable[[Arch], float],
+             out_dir: Path, settings: Mapping[str, Any], workers: int, progress: bool,
+             scoring: Scoring | None) -> FidelityResult:
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_settings(out_dir, settings)
     results = out_dir / "results.jsonl"
+    with results_lock(results):       # another measurement of the same archs may be writing it too
+        _check_settings(out_dir, settings)
     done = {r["arch_id"]: r for r in read_records(results, RunError)}
     todo = [a for a in archs if arch_id(a) not in done]
     shared = {arch_id(a): supernet_top1(a) for a in todo}     # in this process, before any worker starts
+    shared.update({i: r["supernet_test_top1"] for i, r in done.items()})
+    scores: dict[str, dict[str, Any]] = {arch_id(a): {} for a in archs}
+    if scoring is not None:       # before any training: an estimator that fails costs no training
+        scoring.context.supernet_top1 = lambda arch: shared[arch_id(arch)]
+        stored = {i: r.get("estimators", {}) for i, r in done.items()}
+        scores = score_archs(scoring.estimators, archs, scoring.context, stored)
 
     def finish(arch: Arch, seed_results: list[dict[str, Any]]) -> None:
         record = arch_record(arch, shared[arch_id(arch)], seed_results)
-        append_record(results, record)
+        record = append_once(results, {**record, "estimators": scores[arch_id(arch)]})
         done[record["arch_id"]] = record
 
     new = truth.collect(todo, seeds, workers, finish, progress)
-    records = [done[arch_id(a)] for a in archs]
+    if scoring is not None and CALIBRATED in scoring.names and any(CALIBRATED not in scores[i] for i in scores):
+        targets = [done[arch_id(a)]["standalone_test_top1"] for a in archs]
+        ident = f"{truth.digest}:{','.join(arch_id(a) for a in archs)}"
+        for arch, value in zip(archs, calibrated_scores(archs, targets, scores, scoring.context, ident)):
+            scores[arch_id(arch)][CALIBRATED] = value
+    by_id = {r["arch_id"]: r for r in store_scores(results, scores)}
+    records = [by_id[arch_id(a)] for a in archs]
     summary = {**settings, **summarize(records, seeds)}
-    write_report(out_dir, summary, records)
+    if scoring is not None:
+        summary.update(estimator_summary(records, scoring.names, scoring.context.seed))
+    with results_lock(results):      # another measurement of the same archs may be writing it too
+        write_report(out_dir, summary, records)
     return FidelityResult(out_dir, summary, records, new)

@@ -9,10 +9,13 @@ recipe and the seed, and every run on one space shares it:
         recipe.json            the recipe and the space section its digest covers
         <arch_id>-s<k>.json    seed k: {"arch_id", "arch", "seed", "train_seed", "macs", "params",
                                "test_top1", "test_top5", "steps", "seconds", "threads", "torch"}
+        <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.engine.locks.Claims`)
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
 initialises from `derive_seed(that seed, "standalone-init", arch_id)`. Each result is written
-atomically by the process that trained it, so a killed measurement keeps what finished.
+atomically by the process that trained it, so a killed measurement keeps what finished;
+processes sharing the folder (several commands, several machines on a network file system)
+claim each training before they start it, so they split the trainings instead of repeating them.
 With `workers` > 1 the trainings run in that many spawned processes of one thread each; one
 worker trains in this process, also on one thread, so both give the same numbers.
 """
@@ -21,7 +24,10 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -33,9 +39,11 @@ from torch import nn
 
 from nas.core.arch import Arch, arch_id
 from nas.core.config import DataConfig, RunConfig
+from nas.core.errors import Interrupted
 from nas.core.files import write_json
 from nas.core.rng import derive_seed
 from nas.core.schema import to_plain
+from nas.engine.locks import Claims
 from nas.engine.recipe import Recipe
 from nas.engine.sources import DataSource, build_source
 from nas.engine.standalone import train_standalone
@@ -44,6 +52,7 @@ from search_spaces.base import ArchSpace
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
 ModelFactory = Callable[[RunConfig, Arch, int], nn.Module]
 _SOURCES: dict[DataConfig, DataSource] = {}   # per process: loaded once, shared by its trainings
+_WRITING = threading.Lock()    # temporary file names hold the PID: threads of one process take turns
 
 
 @dataclass(frozen=True)
@@ -76,10 +85,7 @@ class GroundTruth:
 
     def cached(self, arch: Arch, seed: int) -> dict[str, Any] | None:
         """The stored result of (arch, seed), or None (also for an unreadable file)."""
-        try:
-            return json.loads(self.path(arch, seed).read_text())
-        except (OSError, ValueError):
-            return None
+        return _read_result(self.path(arch, seed))
 
     def task(self, arch: Arch, seed: int) -> Task:
         macs, params = self.space.costs(arch)
@@ -89,11 +95,19 @@ class GroundTruth:
     def collect(self, archs: Sequence[Arch], seeds: int, workers: int,
                 on_arch: Callable[[Arch, list[dict[str, Any]]], None], progress: bool = False) -> int:
         """Call `on_arch(arch, results of seeds 0..seeds-1)` once per arch as soon as all its
-        seeds are cached or trained (cached ones first); returns the trainings run. `progress`:
-        a tqdm bar of the trainings on stderr."""
+        seeds are cached or trained (cached ones first); returns the trainings this process ran.
+
+        Each training is claimed first (`<arch_id>-s<k>.lock`, `nas.engine.locks.Claims`), so
+        processes sharing the folder, on this machine or others, split the trainings: one that
+        finds a training claimed moves on and later reads the other's result (or takes the
+        claim over when its holder died).
+        SIGTERM stops the trainings in progress (`Interrupted`); finished ones stay cached.
+        `progress`: a tqdm bar of the trainings on stderr.
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
-        if not (self.folder / "recipe.json").is_file():
-            write_json(self.folder / "recipe.json", {"space": self.space_section, **self.recipe.to_dict()})
+        with _WRITING:
+            if not (self.folder / "recipe.json").is_file():
+                write_json(self.folder / "recipe.json", {"space": self.space_section, **self.recipe.to_dict()})
         found = {arch_id(a): {k: r for k in range(seeds) if (r := self.cached(a, k)) is not None} for a in archs}
         tasks = []
         for arch in archs:
@@ -103,15 +117,18 @@ class GroundTruth:
         for arch in sorted(archs, key=lambda a: (-self.space.macs(a), arch_id(a))):
             tasks += [self.task(arch, k) for k in range(seeds) if k not in found[arch_id(arch)]]
         from tqdm import tqdm
+        trained = 0
         with tqdm(total=len(tasks), desc=f"standalone {self.folder.name}", unit="training", file=sys.stderr,
-                  disable=not progress or not tasks, dynamic_ncols=True) as bar:
-            for task, result in _run(tasks, workers):
+                  disable=not progress or not tasks, dynamic_ncols=True) as bar, \
+                stop_on_sigterm(self.folder), Claims() as claims, _Pool(workers, len(tasks)) as pool:
+            for task, result, ours in _schedule(tasks, pool, claims):
                 results = found[arch_id(task.arch)]
                 results[task.seed] = result
+                trained += ours
                 bar.update(1)
                 if len(results) == seeds:
                     on_arch(task.arch, [results[k] for k in range(seeds)])
-        return len(tasks)
+        return trained
 
 
 def recipe_source(data: DataConfig) -> DataSource:
@@ -153,22 +170,135 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _run(tasks: Sequence[Task], workers: int) -> Iterator[tuple[Task, dict[str, Any]]]:
-    """(task, result) pairs in the order the trainings finish."""
-    if not tasks:
-        return
-    if workers == 1:
-        with _one_thread():
-            for task in tasks:
-                yield task, train_task(task)
-        return
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context, initializer=_init_worker)
+def _read_result(path: Path) -> dict[str, Any] | None:
     try:
-        pending: dict[Future, Task] = {pool.submit(train_task, task): task for task in tasks}
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class _Pool:
+    """Where trainings run: this process (one worker) or a pool of spawned ones.
+
+    Leaving the block normally or on an error lets the running trainings finish (they keep
+    their files); on `Interrupted` or KeyboardInterrupt it terminates them.
+    """
+
+    def __init__(self, workers: int, tasks: int):
+        self.workers = max(1, min(workers, tasks))
+        self.spawned = workers > 1
+        self.executor: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "_Pool":
+        return self
+
+    def submit(self, task: Task) -> Future:
+        """The future result of training `task` (trained right away when in this process)."""
+        if not self.spawned:
+            future: Future = Future()
+            with _one_thread():
+                try:
+                    future.set_result(train_task(task))
+                except Exception as e:    # handed over like a worker's error
+                    future.set_exception(e)
+            return future
+        with _starting():     # submit starts the worker processes it needs
+            if self.executor is None:
+                context = multiprocessing.get_context("spawn")
+                self.executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init_worker)
+            return self.executor.submit(train_task, task)
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if self.executor is None:
+            return
+        if kind is not None and issubclass(kind, (Interrupted, KeyboardInterrupt)):
+            # private in Python < 3.14 (which adds terminate_workers): the pool's processes
+            for process in list((getattr(self.executor, "_processes", None) or {}).values()):
+                process.terminate()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _schedule(tasks: Sequence[Task], pool: _Pool, claims: Claims, poll_s: float = 1.0
+              ) -> Iterator[tuple[Task, dict[str, Any], bool]]:
+    """(task, result, trained by this process) for every task, as results arrive.
+
+    A task is trained here once claimed; one claimed by another process is read from the
+    cache when that process has written it. With nothing to start and nothing running here,
+    waits `poll_s` between looks.
+    """
+    waiting = list(tasks)
+    running: dict[Future, Task] = {}
+
+    def claim(task: Task) -> Path:
+        return task.path.with_suffix(".lock")
+
+    while waiting or running:
+        for task in list(waiting):
+            if len(running) >= pool.workers:
+                break
+            result = _read_result(task.path)
+            if result is None and claims.try_take(claim(task)):
+                result = _read_result(task.path)      # finished elsewhere between the look and the claim
+                if result is None:
+                    waiting.remove(task)
+                    running[pool.submit(task)] = task
+                    continue
+                claims.release(claim(task))
+            if result is not None:
+                waiting.remove(task)
+                yield task, result, False
+        if running:
+            finished, _ = wait(running, timeout=None if not waiting else poll_s, return_when=FIRST_COMPLETED)
             for future in finished:
-                yield pending.pop(future), future.result()
-    finally:   # on an error: no new trainings; running ones finish (and keep their files)
-        pool.shutdown(wait=True, cancel_futures=True)
+                task = running.pop(future)
+                try:
+                    result = future.result()
+                finally:
+                    claims.release(claim(task))
+                yield task, result, True
+        elif waiting:
+            time.sleep(poll_s)      # every remaining training is claimed by another process
+
+
+class _Starting:
+    """While worker processes start, a SIGTERM waits (`pending`): raised in the middle of
+    sending a spawned process its start-up data, it would leave that process to die with a
+    traceback of its own."""
+
+    depth = 0
+    pending: Interrupted | None = None
+
+
+@contextlib.contextmanager
+def _starting() -> Iterator[None]:
+    _Starting.depth += 1
+    try:
+        yield
+    finally:
+        _Starting.depth -= 1
+    if not _Starting.depth and _Starting.pending is not None:
+        error, _Starting.pending = _Starting.pending, None
+        raise error
+
+
+@contextlib.contextmanager
+def stop_on_sigterm(folder: Path) -> Iterator[None]:
+    """SIGTERM raises `Interrupted` (exit 143) in the main thread for the block: the caller's
+    cleanup stops its trainings, instead of dying silently and orphaning them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        error = Interrupted(f"{signal.Signals(signum).name}: trainings in progress stopped, finished ones are "
+                            f"kept in {folder}; run the same command to resume", signum)
+        if _Starting.depth:
+            _Starting.pending = error
+            return
+        raise error
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

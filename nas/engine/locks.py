@@ -1,4 +1,5 @@
-"""Exclusive advisory locks on folders, so two processes never write one run or one search.
+"""Exclusive advisory locks on folders, so two processes never write one run or one search; and
+claims on pieces of work (`Claims`), so processes on one or several machines split them.
 
 `folder_lock(folder, what)` takes `fcntl.flock` on `folder/.lock` and writes its PID there; a
 second process gets a one-line `RunError` naming the holder's PID. The kernel drops the lock
@@ -8,13 +9,19 @@ that just opened it).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import socket
+import threading
+import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from nas.core.errors import RunError
+from nas.core.files import _pid_alive
 
 LOCK_FILE = ".lock"
 
@@ -58,3 +65,148 @@ def folder_lock(folder: str | Path, what: str) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+# -- claims: one process at a time per piece of work, across machines --------------------------
+HEARTBEAT_S = 30.0      # a holder refreshes the mtime of its claim files this often
+STALE_S = 180.0         # a claim whose file did not change for this long (by the observer's clock) is stale
+
+
+_GONE = object()        # what `_stale_content` says of a claim file that vanished
+
+
+def _identity() -> tuple[str, int]:
+    return socket.gethostname(), os.getpid()
+
+
+class Claims:
+    """Claim files of pieces of work shared by processes on one or several machines.
+
+    `try_take(path)` creates `path` with `O_CREAT | O_EXCL` (atomic on local file systems and
+    on NFS v3+) holding `host pid token`; while a claim is held, a daemon thread refreshes its
+    mtime every `heartbeat_s`. A claim is stale, and taken over, when its holder ran on this
+    host and its PID is gone, or when its content and mtime did not change for `stale_s` of
+    the observer's own monotonic clock (so no two machines' clocks are compared). A takeover
+    renames the stale file aside before removing it, so two processes that both judged it
+    stale cannot both remove a fresh claim; at worst (a claim created in the instant between
+    a look and the rename) one piece of work is done twice, never lost. The files are
+    advisory: they decide who does the work, the work's results are written atomically anyway.
+    """
+
+    def __init__(self, heartbeat_s: float = HEARTBEAT_S, stale_s: float = STALE_S):
+        self.heartbeat_s, self.stale_s = heartbeat_s, stale_s
+        host, pid = _identity()
+        self.token = f"{host} {pid} {uuid.uuid4().hex}"
+        self._held: set[Path] = set()
+        self._seen: dict[Path, tuple[bytes, int, float]] = {}    # path -> (content, mtime_ns, first seen)
+        self._mutex = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "Claims":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def try_take(self, path: str | Path) -> bool:
+        """Claim `path` unless another live holder has it; True when this process holds it now."""
+        path = Path(path)
+        if self._create(path):
+            return True
+        stale = self._stale_content(path)
+        if stale is _GONE:
+            return self._create(path)
+        if stale is None or not self._remove_stale(path, stale):
+            return False
+        return self._create(path)
+
+    def release(self, path: str | Path) -> None:
+        """Give up the claim on `path` (removing its file when it is still this process's)."""
+        path = Path(path)
+        with self._mutex:
+            self._held.discard(path)
+        if _read(path) == self._content():
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def close(self) -> None:
+        """Release every claim and stop the heartbeat."""
+        self._stop.set()
+        for path in list(self._held):
+            self.release(path)
+
+    def _content(self) -> bytes:
+        return f"{self.token}\n".encode()
+
+    def _create(self, path: Path) -> bool:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, self._content())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with self._mutex:
+            self._held.add(path)
+        self._seen.pop(path, None)
+        self._start_heartbeat()
+        return True
+
+    def _stale_content(self, path: Path) -> Any:
+        """The content of `path` when its claim is stale, else None (also when it vanished)."""
+        try:
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return _GONE           # released meanwhile: nothing to take over
+        content = _read(path)
+        if content is None:
+            return _GONE if not path.exists() else None
+        fields = content.decode(errors="replace").split()
+        if len(fields) == 3 and fields[0] == _identity()[0] and fields[1].isdigit() and not _pid_alive(int(fields[1])):
+            return content
+        now = time.monotonic()
+        seen = self._seen.get(path)
+        if seen is None or seen[:2] != (content, mtime):
+            self._seen[path] = (content, mtime, now)
+            return None
+        return content if now - seen[2] >= self.stale_s else None
+
+    def _remove_stale(self, path: Path, stale: bytes) -> bool:
+        """Remove the stale claim `path` (still holding `stale`); False when someone else got there first."""
+        aside = path.with_name(f"{path.name}.{uuid.uuid4().hex}.stale")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return True
+        if _read(aside) != stale:       # a fresh claim was created after the look: put it back
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, path)
+            aside.unlink()
+            return False
+        aside.unlink()
+        self._seen.pop(path, None)
+        return True
+
+    def _start_heartbeat(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="claims-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            with self._mutex:
+                held = list(self._held)
+            for path in held:
+                with contextlib.suppress(OSError):      # taken over meanwhile: the work may run twice
+                    os.utime(path)
+
+
+def _read(path: Path) -> bytes | None:
+    """The bytes of `path`, or None when it cannot be read (gone, or a transient NFS error)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None

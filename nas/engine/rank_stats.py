@@ -63,3 +63,48 @@ def bin_gaps(macs: Sequence[int], standalone: Sequence[float], supernet: Sequenc
 def finite_or_none(value: float) -> float | None:
     """`value`, or None when it is NaN or infinite (JSON has no NaN)."""
     return value if math.isfinite(value) else None
+
+
+# -- agreement within MACs bins, and bootstrap intervals -------------------------------------------
+def macs_terciles(macs: Sequence[float], bins: int = 3) -> np.ndarray:
+    """The bin (0 = cheapest) of each arch among `bins` equal-count bins of the archs sorted
+    by MACs (ties in MACs by position): what a search under a MACs budget must tell apart."""
+    order = np.argsort(np.asarray(macs, dtype=float), kind="stable")
+    labels = np.empty(len(order), dtype=int)
+    for b, members in enumerate(np.array_split(order, bins)):
+        labels[members] = b
+    return labels
+
+
+def within_bin_tau(x: Sequence[float], y: Sequence[float], bins: Sequence[int]) -> float:
+    """Kendall tau-b over only the pairs of archs in one bin: (concordant - discordant) /
+    sqrt((n0 - tx) (n0 - ty)), with n0 the pairs inside bins and tx, ty those tied in x, y."""
+    a, b = _as_pair(x, y)
+    labels = np.asarray(bins)
+    i, j = np.triu_indices(len(a), k=1)
+    inside = labels[i] == labels[j]
+    sx, sy = np.sign(a[i] - a[j])[inside], np.sign(b[i] - b[j])[inside]
+    denominator = math.sqrt(float(np.count_nonzero(sx)) * float(np.count_nonzero(sy)))
+    if denominator == 0:
+        return math.nan
+    return float((sx * sy).sum() / denominator)
+
+
+def bootstrap_interval(statistic, columns: Sequence[Sequence[float]], seed: int, resamples: int = 1000,
+                       level: float = 0.9) -> tuple[float | None, float | None]:
+    """Percentile interval of `statistic(*columns)` over `resamples` resamplings of the archs
+    (the rows of `columns`, drawn with replacement from a generator seeded with `seed`);
+    resamples where the statistic is undefined are left out; (None, None) when all are."""
+    data = [np.asarray(c) for c in columns]
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        rows = rng.integers(0, len(data[0]), len(data[0]))
+        value = statistic(*(c[rows] for c in data))
+        if math.isfinite(value):
+            values.append(value)
+    if not values:
+        return None, None
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return float(low), float(high)

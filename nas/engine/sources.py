@@ -73,6 +73,9 @@ class DataSource(abc.ABC):
         """`count` normalised batches of distinct random images of `split`, no augmentation: a
         pure function of the arguments (probes such as gradient matching draw them)."""
 
+    def close(self) -> None:
+        """Stop any worker processes the source keeps (it reopens them when read again)."""
+
 
 def sample_order(num_images: int, count: int, batch_size: int, seed: int, split: str) -> list[torch.Tensor]:
     """The index batches `sample_batches` reads: a seeded permutation cut into batches."""

@@ -12,6 +12,7 @@ a seed derived from (seed, epoch, step, position), so the result does not depend
 """
 from __future__ import annotations
 
+import multiprocessing.util
 import signal
 from typing import Iterable, Iterator, Sequence
 
@@ -102,6 +103,10 @@ class StreamingSource(DataSource):
         self.mixer = batch_mixer(augment, num_classes)
         self.workers, self.pin_memory = workers, pin_memory
         self._plain_loaders: dict[tuple, DataLoader] = {}
+        # Kept workers ignore SIGTERM (see `_worker_init`), so multiprocessing's exit handler,
+        # which terminates then joins a process's children, would wait for them forever: stop
+        # them first, at exit (in spawned processes too) or when the source is collected.
+        multiprocessing.util.Finalize(self, _close_loaders, args=(self._plain_loaders,), exitpriority=100)
 
     @property
     def num_train(self) -> int:
@@ -148,6 +153,9 @@ class StreamingSource(DataSource):
             images, labels = checked(batch)
             yield self._pinned(normalize(images, self.mean, self.std)), self._pinned(labels)
 
+    def close(self) -> None:
+        _close_loaders(self._plain_loaders)
+
     def calibration_batches(self, num_batches: int, batch_size: int, seed: int, rank: int = 0,
                             world_size: int = 1) -> Iterator[Batch]:
         indices = calibration_indices(self.num_train, num_batches, batch_size, seed)
@@ -166,6 +174,16 @@ class StreamingSource(DataSource):
         count = len(self.images[split])
         return self._plain(split, [range(start, min(start + batch_size, count))
                                    for start in range(0, count, batch_size)])
+
+
+def _close_loaders(loaders: dict[tuple, DataLoader]) -> None:
+    """Stop the workers of persistent loaders and forget them."""
+    for loader in loaders.values():
+        # a persistent loader keeps its workers in its iterator; torch offers no public close
+        iterator = getattr(loader, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+    loaders.clear()
 
 
 def streaming_source(config: DataConfig, pin_memory: bool = False) -> StreamingSource:

@@ -4,22 +4,33 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 
+from estimators import Estimator
 from nas import api, cli
 from nas.core.arch import arch_id
 from nas.core.config import load_config
+from nas.core.registry import ESTIMATORS
 from nas.core.rng import derive_seed
 from nas.engine.datasets import load_dataset
+from nas.engine.rank_stats import macs_terciles, top_k_overlap
 from nas.engine.recipe import load_recipe
 from nas.engine.sources import build_source
 from nas.engine.standalone import train_standalone
 from tests.nas.test_cli_runs import _one_line_error
-from tests.nas.test_rank_stats import brute_rho, brute_tau_b
+from tests.nas.safety import copy_run, folder_digests, read_only, wait_for
+from tests.nas.test_rank_stats import brute_rho, brute_tau_b, brute_within_bin_tau
 from tests.nas.tiny import tiny_config
 
 
@@ -218,3 +229,223 @@ def test_search_on_a_real_supernet_never_loses_to_the_min_subnet(runs, tmp_path)
     assert len(records) == 3 and arch_id(run.space.max()) not in {r["arch_id"] for r in records}
     assert result.val_top1 >= api.evaluate(run, "min", "val")["top1"]
     shutil.rmtree(tmp_path / "search")
+
+
+# -- processes: exit, signals, two measurements at once, writability ---------------------------
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _nas(*argv: str) -> subprocess.Popen:
+    """`nas ARGV` in a new session (so a test can stop whatever it leaves behind)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "nas", *argv, "--device", "cpu"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _finish(proc: subprocess.Popen, bound_s: float) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of `proc`, failing (and killing its session) when it
+    outlives `bound_s` seconds."""
+    try:
+        out, err = proc.communicate(timeout=bound_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"still running after {bound_s:.0f} s")
+    return proc.returncode, out, err
+
+
+def test_a_streamed_data_run_exits_once_measured(tmp_path):
+    """Kept DataLoader workers (they ignore SIGTERM) used to block the exit forever."""
+    config = tiny_config(steps=2)
+    config["data"].update(in_memory=False, workers=2, train_size=128, val_size=64)
+    api.train(load_config(config), name="s", runs_dir=tmp_path, progress=False)
+    proc = _nas("fidelity", "s", "--runs-dir", str(tmp_path), "--archs", "2", "--epochs", "1", "--workers", "1",
+                "--json", "--quiet")
+    code, out, err = _finish(proc, 240)
+    assert code == 0, err
+    assert json.loads(out)["archs"] == 2
+    assert not [p for p in _descendants(proc.pid) if _alive(p)]
+
+
+def test_sigterm_stops_the_pool_workers_with_one_line(runs, tmp_path):
+    proc = _nas("fidelity", "tiny", "--runs-dir", str(runs), "--archs", "3", "--epochs", "40", "--workers", "2",
+                "--ground-truth", str(tmp_path / "truth"), "--out", str(tmp_path / "out"), "--quiet")
+    claims = lambda: list((tmp_path / "truth").glob("*/*/*.lock"))   # noqa: E731
+    wait_for(lambda: len(claims()) == 2, proc, "two trainings claimed")
+    wait_for(lambda: sum("spawn_main" in _cmdline(p) for p in _descendants(proc.pid)) >= 2, proc, "two workers")
+    workers = _descendants(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    code, _, err = _finish(proc, 120)
+    assert code == 143 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "SIGTERM: trainings in progress stopped" in err and "run the same command to resume" in err
+    deadline = time.monotonic() + 30
+    while [p for p in workers if _alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in workers if _alive(p)]
+    assert not claims()                       # released on the way out
+    assert not list((tmp_path / "truth").glob("*/*/*-s0.json"))
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_two_measurements_at_once_split_the_trainings(runs, tmp_path):
+    def measure():
+        return api.fidelity("tiny", runs_dir=runs, archs=4, epochs=1, out=tmp_path / "out",
+                            ground_truth_dir=tmp_path / "truth", progress=False)
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = [f.result() for f in [pool.submit(measure), pool.submit(measure)]]
+    assert first.new + second.new == 4          # each (arch, seed) trained once, by one of them
+    assert _untimed(first.records) == _untimed(second.records)
+    lines = _lines(tmp_path / "out" / "results.jsonl")
+    assert sorted(r["arch_id"] for r in lines) == sorted(first.summary["arch_ids"])
+    assert not list((tmp_path / "truth").glob("*/*/*.lock"))
+
+
+def test_two_commands_at_once_split_the_trainings(runs, tmp_path):
+    argv = ["fidelity", "tiny", "--runs-dir", str(runs), "--archs", "4", "--epochs", "1", "--seeds", "2",
+            "--ground-truth", str(tmp_path / "truth"), "--out", str(tmp_path / "out"), "--quiet"]
+    procs = [_nas(*argv), _nas(*argv)]
+    finished = [_finish(proc, 600) for proc in procs]
+    assert all(code == 0 for code, _, _ in finished), [err for _, _, err in finished]
+    now = [int(re.search(r"\((\d+) standalone trainings now\)", out).group(1)) for _, out, _ in finished]
+    assert sum(now) == 8 and len(list((tmp_path / "truth").glob("*/*/*-s[01].json"))) == 8
+    lines = _lines(tmp_path / "out" / "results.jsonl")
+    assert len(lines) == 4 and len({r["arch_id"] for r in lines}) == 4
+    assert not list((tmp_path / "truth").glob("*/*/*.lock"))
+
+
+def test_nothing_is_measured_or_created_where_it_cannot_write(runs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(api, "evaluate", lambda *a, **k: pytest.fail("evaluated before the checks"))
+    copy = copy_run(runs, "tiny", tmp_path / "copy")
+    (tmp_path / "ro").mkdir()
+    base = ["fidelity", "tiny", "--runs-dir", str(copy), "--archs", "2", "--epochs", "1", "--quiet"]
+    before = folder_digests(tmp_path), sorted(tmp_path.rglob("*"))
+    with read_only(tmp_path / "ro"):
+        _one_line_error(capsys, [*base, "--ground-truth", str(tmp_path / "ro" / "gt")],
+                        f"--ground-truth: cannot write in {tmp_path / 'ro'}")
+        _one_line_error(capsys, [*base, "--out", str(tmp_path / "ro" / "out")], f"--out: cannot write in {tmp_path / 'ro'}")
+    with read_only(copy / "tiny"):
+        _one_line_error(capsys, base, f"RUN: cannot write in {copy / 'tiny'}")
+    missing = tmp_path / "recipe.yaml"
+    missing.write_text(f"data: {{root: {tmp_path / 'no-data'}}}\n")
+    _one_line_error(capsys, [*base, "--recipe", str(missing)], "data.root: Fashion-MNIST not found")
+    missing.unlink()
+    assert (folder_digests(tmp_path), sorted(tmp_path.rglob("*"))) == before
+
+
+# -- estimators reported beside the supernet -----------------------------------------------------
+SCORED: list[list[str]] = []      # the arch ids each call of `test_counted` scored
+
+
+@ESTIMATORS.register("test_reversed_macs")
+class ReversedMacs(Estimator):
+    """Test-only: the rank of an arch by fewest MACs among the archs scored together."""
+
+    name, cheap, population = "test_reversed_macs", True, True
+
+    def scores(self, archs, context):
+        macs = [context.space.macs(a) for a in archs]
+        return [float(sum(m > own for m in macs)) for own in macs]
+
+
+@ESTIMATORS.register("test_counted")
+class Counted(Estimator):
+    """Test-only and not cheap (so never a default): params, recording which archs it scored."""
+
+    name, cheap = "test_counted", False
+
+    def scores(self, archs, context):
+        SCORED.append([arch_id(a) for a in archs])
+        return [float(context.space.params(a)) for a in archs]
+
+
+def test_every_estimator_is_reported_against_the_ground_truth(runs, tmp_path, capsys):
+    code = cli.main(["fidelity", "tiny", "--runs-dir", str(runs), "--archs", "4", "--epochs", "1", "--seeds", "2",
+                     "--out", str(tmp_path / "out"), "--quiet"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    stats = summary["estimators"]
+    assert list(stats)[:3] == ["supernet", "macs", "params"] and "test_reversed_macs" in stats
+    assert "test_counted" not in stats                  # not cheap: only when named
+    records = [r for i in summary["arch_ids"] for r in _lines(tmp_path / "out" / "results.jsonl") if r["arch_id"] == i]
+    alone = [r["standalone_test_top1"] for r in records]
+    bins = list(macs_terciles([r["macs"] for r in records]))
+    assert sorted(bins) == [0, 0, 1, 2]
+    for name, row in stats.items():
+        scores = [r["estimators"][name] for r in records]
+        assert set(row) == {"archs", "kendall_tau", "kendall_tau_ci90", "within_bin_tau", "within_bin_tau_ci90",
+                            "top_k_overlap"}
+        assert row["kendall_tau"] == pytest.approx(brute_tau_b(scores, alone))
+        assert row["within_bin_tau"] == pytest.approx(brute_within_bin_tau(scores, alone, bins))
+        assert row["top_k_overlap"] == top_k_overlap(scores, alone, 1)
+        for low, high in (row["kendall_tau_ci90"], row["within_bin_tau_ci90"]):
+            assert -1 <= low <= high <= 1
+        assert (tmp_path / "out" / f"scatter-{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert f"\n{name} " in printed
+    assert [r["estimators"]["supernet"] for r in records] == [r["supernet_test_top1"] for r in records]
+    assert [r["estimators"]["macs"] for r in records] == [float(r["macs"]) for r in records]
+    assert stats["test_reversed_macs"]["kendall_tau"] == pytest.approx(-stats["macs"]["kendall_tau"])
+    best = max(("macs", "params"), key=lambda n: stats[n]["within_bin_tau"])
+    ours, theirs = stats["supernet"]["within_bin_tau"], stats[best]["within_bin_tau"]
+    assert f"best free baseline ({best})" in summary["verdict"] and f"{ours - theirs:+.3f}" in summary["verdict"]
+    assert ("does not beat" in summary["verdict"]) == (ours <= theirs)
+    assert f"verdict: {summary['verdict']}" in printed
+    assert summary["seed_within_bin_tau"] == pytest.approx(brute_within_bin_tau(
+        *[[r["standalone_test_top1_seeds"][k] for r in records] for k in (0, 1)], bins))
+
+
+def test_a_resumed_measurement_scores_only_what_is_missing(runs, tmp_path):
+    def measure(estimators):
+        return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",
+                            ground_truth_dir=tmp_path / "truth", estimators=estimators, progress=False)
+
+    first = measure("macs")
+    assert list(first.summary["estimators"]) == ["supernet", "macs", "params"]
+    SCORED.clear()
+    second = measure("test_counted")
+    assert second.new == 0 and SCORED == [[r["arch_id"] for r in first.records]]
+    assert measure("test_counted,macs").summary["estimators"]["test_counted"] == \
+        second.summary["estimators"]["test_counted"] and len(SCORED) == 1
+    lines = _lines(tmp_path / "out" / "results.jsonl")
+    assert len(lines) == 3 and all(set(r["estimators"]) >= {"supernet", "macs", "params", "test_counted"}
+                                   for r in lines)
+    assert [r["estimators"]["test_counted"] for r in lines] == [float(r["params"]) for r in lines]
+
+
+def test_an_unknown_estimator_is_one_line_before_any_work(runs, capsys, monkeypatch):
+    monkeypatch.setattr(api, "load_run", lambda *a, **k: pytest.fail("loaded the run before the check"))
+    _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), "--estimators", "macs,parms"],
+                    "--estimators: unknown estimator 'parms' (did you mean 'params'?)")
+    _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), "--init-seeds", "0"],
+                    "--init-seeds: must be an integer >= 1, got 0")

@@ -1,27 +1,36 @@
 """One process at a time per run (training) and per local search folder: a second process is told
-which PID holds it; the lock goes with its process however that ends; replays count archs once."""
+which PID holds it; the lock goes with its process however that ends; replays count archs once.
+Claims on pieces of work: held once, taken over from dead or silent holders, never from live ones."""
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from nas import api, cli
 from nas.core.errors import RunError
-from nas.engine.locks import folder_lock
+from nas.engine.locks import Claims, folder_lock
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
 import sys
-from nas.engine.locks import folder_lock
+from nas.engine.locks import Claims, folder_lock
 with folder_lock(sys.argv[1], sys.argv[2]):
     print("locked", flush=True)
     sys.stdin.read()                  # held until the test closes stdin (or kills this process)
+"""
+CLAIMER = """
+import os, sys
+from nas.engine.locks import Claims
+assert Claims().try_take(sys.argv[1])
+os._exit(0)                           # dies holding it
 """
 
 
@@ -100,3 +109,60 @@ def test_replaying_results_counts_every_arch_once(trained, tmp_path):
     assert any("repeats 4 archs" in note for note in again.notes)
     ids = [json.loads(line)["arch_id"] for line in results.read_text().splitlines()]
     assert len(set(ids)) == 6 and ids[8:] not in (ids[:2], ids[2:4])
+
+
+# -- claims on pieces of work (the ground truth's trainings) ------------------------------------
+def test_a_claim_is_held_once_and_released(tmp_path):
+    path = tmp_path / "a.lock"
+    with Claims() as first, Claims() as second:
+        assert first.try_take(path) and not second.try_take(path)
+        host, pid, token = path.read_text().split()
+        assert (host, int(pid)) == (socket.gethostname(), os.getpid()) and len(token) == 32
+        first.release(path)
+        assert not path.exists() and second.try_take(path) and not first.try_take(path)
+    assert not path.exists()                     # closing releases what is still held
+
+
+def test_a_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
+    path = tmp_path / "a.lock"
+    holder = subprocess.run([sys.executable, "-c", CLAIMER, str(path)], env=_env(), cwd=ROOT, check=True)
+    assert holder.returncode == 0 and path.exists()       # it exited without releasing (os._exit)
+    with Claims(stale_s=1e9) as claims:
+        assert claims.try_take(path) and claims.token in path.read_text()
+    assert not list(tmp_path.iterdir())                     # no file set aside is left
+
+
+def test_a_claim_of_another_host_is_stale_once_its_heartbeat_stops(tmp_path, monkeypatch):
+    path = tmp_path / "a.lock"
+    path.write_text("elsewhere 1 0123456789abcdef0123456789abcdef\n")
+    clock = [100.0]
+    monkeypatch.setattr("nas.engine.locks.time.monotonic", lambda: clock[0])
+    with Claims(stale_s=60) as claims:
+        assert not claims.try_take(path)              # first look: the clock starts
+        clock[0] += 59
+        assert not claims.try_take(path)
+        os.utime(path, ns=(0, path.stat().st_mtime_ns + 1_000_000))   # the holder's heartbeat
+        clock[0] += 59
+        assert not claims.try_take(path)              # it moved: the clock starts again
+        clock[0] += 60
+        assert claims.try_take(path) and "elsewhere" not in path.read_text()
+
+
+def test_the_heartbeat_refreshes_held_claims(tmp_path):
+    path = tmp_path / "a.lock"
+    with Claims(heartbeat_s=0.05) as claims:
+        assert claims.try_take(path)
+        os.utime(path, (0, 0))
+        deadline = time.monotonic() + 30
+        while path.stat().st_mtime == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert path.stat().st_mtime > 0
+
+
+def test_a_fresh_claim_made_during_a_takeover_is_put_back(tmp_path, monkeypatch):
+    """Two processes judged one claim stale; the slower one must not remove the winner's new claim."""
+    path = tmp_path / "a.lock"
+    with Claims() as slow, Claims() as winner:
+        assert winner.try_take(path)
+        assert not slow._remove_stale(path, b"elsewhere 1 stale\n")
+        assert path.read_text() == f"{winner.token}\n" and list(tmp_path.iterdir()) == [path]

@@ -1,6 +1,7 @@
-"""Rank statistics against brute-force pair counts on random data with many ties."""
+"""Rank statistics against brute-force pair counts on random data with many ties, and scipy."""
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import random
@@ -10,9 +11,12 @@ import pytest
 from nas.engine.rank_stats import (
     average_ranks,
     bin_gaps,
+    bootstrap_interval,
     kendall_tau_b,
+    macs_terciles,
     spearman_rho,
     top_k_overlap,
+    within_bin_tau,
 )
 
 
@@ -100,3 +104,60 @@ def test_bin_gaps_in_points_over_equal_width_bins():
     assert rows[2]["gap_mean"] == pytest.approx(5.0)
     assert rows[3]["gap_mean"] == pytest.approx(1.5) and rows[3]["gap_max"] == pytest.approx(4.0)
     assert rows[0]["macs_low"] == 100 and rows[-1]["macs_high"] == 500
+
+
+def brute_within_bin_tau(x, y, bins):
+    concordant = discordant = untied_x = untied_y = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        if bins[i] != bins[j]:
+            continue
+        dx, dy = x[i] - x[j], y[i] - y[j]
+        untied_x += dx != 0
+        untied_y += dy != 0
+        concordant += dx * dy > 0
+        discordant += dx * dy < 0
+    return (concordant - discordant) / math.sqrt(untied_x * untied_y)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_within_bin_tau_counts_only_pairs_inside_a_bin(seed):
+    rng = random.Random(seed)
+    x, y = _random_scores(rng, rng.randint(9, 30))
+    macs = [rng.randint(1, 5) * 100 for _ in x]
+    bins = macs_terciles(macs)
+    assert within_bin_tau(x, y, bins) == pytest.approx(brute_within_bin_tau(x, y, list(bins)), abs=1e-12)
+    assert within_bin_tau(x, y, [0] * len(x)) == pytest.approx(kendall_tau_b(x, y), abs=1e-12)
+
+
+def test_within_bin_tau_ignores_the_order_between_bins():
+    # inside each bin y agrees with x; across bins it is reversed: tau (3 - 12) / 15, within-bin 1
+    x = [1, 2, 3, 4, 5, 6]
+    y = [5.1, 5.2, 3.1, 3.2, 1.1, 1.2]
+    assert within_bin_tau(x, y, [0, 0, 1, 1, 2, 2]) == 1.0 and kendall_tau_b(x, y) == pytest.approx(-0.6)
+    assert math.isnan(within_bin_tau(x, y, [0, 1, 2, 3, 4, 5]))     # no pair inside a bin
+
+
+def test_macs_terciles_are_equal_count_bins_by_macs():
+    macs = [500, 100, 300, 200, 900, 100, 700, 800, 400, 600]
+    labels = macs_terciles(macs)
+    assert sorted(collections.Counter(labels).values()) == [3, 3, 4]
+    by_macs = [label for _, label in sorted(zip(macs, labels), key=lambda pair: pair[0])]
+    assert by_macs == sorted(by_macs) and list(labels[[1, 5]]) == [0, 0] and labels[4] == 2
+
+
+def test_bootstrap_interval_matches_scipy_percentile_bootstrap():
+    from scipy import stats
+
+    rng = random.Random(3)
+    x = [rng.random() for _ in range(40)]
+    y = [v + rng.gauss(0, 0.3) for v in x]
+    low, high = bootstrap_interval(kendall_tau_b, [x, y], seed=0, resamples=4000)
+    theirs = stats.bootstrap((x, y), lambda a, b: stats.kendalltau(a, b).statistic, paired=True, vectorized=False,
+                             confidence_level=0.9, n_resamples=4000, method="percentile", random_state=1)
+    assert low == pytest.approx(theirs.confidence_interval.low, abs=0.03)
+    assert high == pytest.approx(theirs.confidence_interval.high, abs=0.03)
+    assert low < kendall_tau_b(x, y) < high
+    assert bootstrap_interval(kendall_tau_b, [x, y], seed=0, resamples=50) == \
+        bootstrap_interval(kendall_tau_b, [x, y], seed=0, resamples=50)
+    assert bootstrap_interval(kendall_tau_b, [x, x], seed=5, resamples=50) == (1.0, 1.0)
+    assert bootstrap_interval(kendall_tau_b, [[1, 1], [1, 2]], seed=0, resamples=20) == (None, None)
