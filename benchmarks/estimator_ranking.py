@@ -1,0 +1,99 @@
+"""Free baselines and zero-cost proxies against a standalone ground truth, without any supernet.
+
+Reads the ground truth that `nas fidelity` and `benchmarks/ranking.py` cache (`--ground-truth
+DIR`, the config's own recipe): the `--archs` archs stratified over the MACs range, each with
+the mean standalone test top-1 of its `--seeds` seeds. Nothing is trained: archs whose seeds
+are not all cached are left out and counted (`--min-archs` refuses a table over fewer). Every
+estimator that needs no trained run (default: every cheap one, `--estimators` to choose) scores
+the archs in one context (2 seeded batches of 64 training images, `--init-seeds`
+initialisations); prints, per estimator, Kendall tau-b and tau within MACs terciles with 90%
+bootstrap intervals and the top-k overlap, the ground truth's own seed-to-seed figures (with 2
+seeds) as the ceiling, and one JSON line.
+
+    python benchmarks/estimator_ranking.py --ground-truth DIR --config fashion_mnist_cell201 --archs 24 --seeds 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from estimators import EstimatorContext  # noqa: E402
+from nas import api  # noqa: E402
+from nas.core.arch import arch_id  # noqa: E402
+from nas.engine.fidelity import plan, standalone_record  # noqa: E402
+from nas.engine.fidelity_estimators import SUPERNET, build_estimators, default_names, needs_batches  # noqa: E402
+from nas.engine.fidelity_report import TAU_BINS, estimator_summary, format_estimators  # noqa: E402
+from nas.engine.ground_truth import recipe_source  # noqa: E402
+from nas.engine.rank_stats import finite_or_none, kendall_tau_b, macs_terciles, within_bin_tau  # noqa: E402
+from nas.engine.run_dir import cpu_model  # noqa: E402
+
+BATCHES, BATCH_SIZE = 2, 64     # as `nas fidelity` scores its estimators
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ground-truth", required=True, metavar="DIR", help="cache of standalone trainings")
+    parser.add_argument("--config", default="fashion_mnist_cell201", help="config whose space and recipe to use")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--archs", type=int, default=24)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--estimators", metavar="A,B,...", help="default: every cheap estimator but supernet")
+    parser.add_argument("--init-seeds", type=int, default=3)
+    parser.add_argument("--min-archs", type=int, default=6, help="refuse a table over fewer cached archs")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
+    config = api.load_config(args.config, args.set)
+    space = api.build_space(config)
+    measured = plan(config, space, api.standalone_model, args.ground_truth, archs=args.archs, epochs=None,
+                    seeds=args.seeds, recipe=None)
+    records = []
+    for arch in measured.archs:
+        seeds = [measured.truth.cached(arch, k) for k in range(args.seeds)]
+        if all(s is not None for s in seeds):
+            records.append(standalone_record(arch, seeds))
+    if len(records) < args.min_archs:
+        raise SystemExit(f"--ground-truth: only {len(records)} of the {len(measured.archs)} archs have all "
+                         f"{args.seeds} seed(s) cached in {measured.truth.folder}; fewer than --min-archs "
+                         f"{args.min_archs}")
+    names = ([n.strip() for n in args.estimators.split(",")] if args.estimators
+             else [n for n in default_names() if n != SUPERNET])
+    estimators = build_estimators(names)
+    context = EstimatorContext(space, init_seeds=args.init_seeds, seed=0)
+    if needs_batches(estimators):
+        context.batches = recipe_source(measured.recipe.data).sample_batches("train", BATCHES, BATCH_SIZE, 0)
+    archs = [r["arch"] for r in records]
+    started = time.perf_counter()
+    for name, estimator in estimators.items():
+        for record, value in zip(records, estimator.scores(archs, context)):
+            record.setdefault("estimators", {})[name] = value
+    summary = {**estimator_summary(records, list(estimators), seed=0), "top_k": max(1, len(records) // 4),
+               "seed_kendall_tau": None, "seed_within_bin_tau": None}
+    if args.seeds >= 2:
+        first = [r["standalone_test_top1_seeds"][0] for r in records]
+        second = [r["standalone_test_top1_seeds"][1] for r in records]
+        bins = macs_terciles([r["macs"] for r in records], TAU_BINS)
+        summary["seed_kendall_tau"] = finite_or_none(kendall_tau_b(first, second))
+        summary["seed_within_bin_tau"] = finite_or_none(within_bin_tau(first, second, bins))
+    summary["verdict"] = "no supernet in this comparison (run-free estimators only)"
+    print(f"ground truth {measured.truth.folder}: {len(records)} of {len(measured.archs)} archs with "
+          f"{args.seeds} seed(s) cached; standalone test top-1 "
+          f"{100 * min(r['standalone_test_top1'] for r in records):.2f}-"
+          f"{100 * max(r['standalone_test_top1'] for r in records):.2f}%")
+    print(format_estimators(summary))
+    print(json.dumps({"config": args.config, "overrides": args.set, "ground_truth": str(measured.truth.folder),
+                      "archs": len(records), "archs_planned": len(measured.archs), "seeds": args.seeds,
+                      "arch_ids": [arch_id(a) for a in archs], "init_seeds": args.init_seeds,
+                      "scoring_s": round(time.perf_counter() - started, 1), "cpu": cpu_model(),
+                      "date": time.strftime("%Y-%m-%d"), **summary}))
+
+
+if __name__ == "__main__":
+    main()
