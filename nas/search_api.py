@@ -14,10 +14,10 @@ import torch
 from nas.core.errors import ConfigError
 from nas.core.files import check_writable
 from nas.engine.devices import resolve_device
+from nas.engine.run import Run, arch_generator, build_supernet, load_run
 from nas.engine.run_dir import check_name
 
 if TYPE_CHECKING:
-    from nas.api import Run
     from nas.engine.search_runner import SearchResult
 
 
@@ -61,8 +61,6 @@ def latency_table(run: Run, device: str | torch.device | None = None, batch: int
         if value is not None and value < 1:
             raise ConfigError(f"{flag}: must be >= 1, got {value}")
     check_writable(run.dir.root / "latency", "RUN")      # before minutes of measuring
-    from nas.api import build_supernet
-
     supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
     bar = None
     if progress:
@@ -102,7 +100,6 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
-    from nas.api import arch_generator
     from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
 
     device = _check_search_arguments(run, device, batch, workers)
@@ -193,8 +190,6 @@ def _one_thread_worker() -> None:
 
 def _search_worker(where: tuple[str, str], arguments: Mapping[str, Any], worker: int) -> int:
     """One worker of `_run_workers` (in its own process): the evaluations it made."""
-    from nas.api import load_run
-
     run = load_run(where[0], checkpoint=where[1], device=arguments["device"])
     options = {key: value for key, value in arguments.items() if key != "searcher"}
     return search(run, arguments["searcher"], **options, worker=worker, progress=False).new
