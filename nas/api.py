@@ -18,6 +18,7 @@ from nas.core.arch import Arch, arch_id
 from nas.core.config import RunConfig, load_config, parse_overrides
 from nas.core.errors import ConfigError, RunError
 from nas.engine.checkpoint import LAST
+from nas.engine.data.sources import DataSource
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
 from nas.engine.results import EvalResult, ExportResult, TrainSummary, train_summary
@@ -35,7 +36,6 @@ from nas.engine.run import (
     standalone_model,
 )
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, open_run
-from nas.engine.sources import DataSource
 from nas.search_api import latency_table, resolve_budget, search
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def _with_capped_warmup(config: RunConfig, source: DataSource, announce: bool) -
     `nas.engine.schedule`), saying so on stderr when `announce`."""
     from dataclasses import replace
 
-    from nas.engine.data import steps_per_epoch
+    from nas.engine.data.batches import steps_per_epoch
     from nas.engine.schedule import capped_warmup
 
     t = config.train

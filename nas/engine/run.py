@@ -20,11 +20,12 @@ from nas.core.config import RunConfig, load_config
 from nas.core.errors import CheckpointError
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
 from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail
-from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
+from nas.engine.data.build import build_source
+from nas.engine.data.datasets import ImageSplits, dataset_info, load_dataset
+from nas.engine.data.sources import DataSource
 from nas.engine.devices import resolve_device
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, find_run
-from nas.engine.sources import DataSource, build_source
 from search_spaces.base import ArchSpace, Supernet
 from supernets.base import Strategy, restore_strategy, seeded_supernet
 

@@ -38,13 +38,13 @@ from nas.engine.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from nas.engine.data import steps_per_epoch
-from nas.engine.datasets import ImageSplits
+from nas.engine.data.batches import steps_per_epoch
+from nas.engine.data.datasets import ImageSplits
+from nas.engine.data.sources import DataSource, as_source
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
 from nas.engine.run_dir import RunDir
 from nas.engine.schedule import build_scheduler
-from nas.engine.sources import DataSource, as_source
 from nas.engine.train_logging import TrainLogger, interrupted_message
 from supernets.base import Restructure, StepIO, Strategy, restore_strategy
 

@@ -14,9 +14,9 @@ from nas import api, cli
 from nas.core.arch import arch_id
 from nas.core.config import load_config
 from nas.core.rng import derive_seed
-from nas.engine.datasets import load_dataset
+from nas.engine.data.build import build_source
+from nas.engine.data.datasets import load_dataset
 from nas.engine.recipe import load_recipe
-from nas.engine.sources import build_source
 from nas.engine.standalone import train_standalone
 from tests.nas.test_cli_runs import _one_line_error
 from tests.nas.test_rank_stats import brute_rho, brute_tau_b

@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from nas import api, cli
 from nas.core.config import load_config
 from nas.core.errors import ConfigError
-from nas.engine.datasets import load_dataset
+from nas.engine.data.datasets import load_dataset
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer
 from supernets.few_shot import FewShotStrategy
