@@ -8,7 +8,6 @@ that JSON too, so scripts written against plain dicts keep working.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,9 @@ from typing import Any
 import torch
 
 from nas.core.arch import Arch
-from nas.core.errors import NasError
+from nas.core.errors import NasError, RunError
 from nas.engine.checkpoint import LAST
+from nas.engine.jsonl import read_records
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, find_run
 
 
@@ -99,10 +99,8 @@ def train_summary(run: RunDir | str | Path, runs_dir: str | Path = DEFAULT_RUNS_
     """Where a run stands: its last checkpoint's step and the last epoch's validation top-1 of the
     monitored archs from `metrics.jsonl` (what `nas train --json` prints)."""
     run = run if isinstance(run, RunDir) else find_run(run, runs_dir)
-    last: dict[str, Any] = {}
-    if run.metrics.is_file():
-        lines = [line for line in run.metrics.read_text().splitlines() if line.strip()]
-        last = json.loads(lines[-1]) if lines else {}
+    records = read_records(run.metrics, RunError)
+    last: dict[str, Any] = records[-1] if records else {}
     scores = {key[len("val_top1_"):]: value for key, value in last.items() if key.startswith("val_top1_")}
     path = run.checkpoints / LAST
     step = int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"]) if path.is_file() else 0
