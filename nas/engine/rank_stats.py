@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from supernets.attentive_table import MacsBins
+from nas.core.bins import MacsBins
 
 
 def _pair_signs(values: np.ndarray) -> np.ndarray:
