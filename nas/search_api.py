@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, check_int
 from nas.core.files import check_writable
 from nas.engine.devices import resolve_device
 from nas.engine.run import Run, arch_generator, build_supernet, load_run
@@ -57,9 +57,9 @@ def latency_table(run: Run, device: str | torch.device | None = None, batch: int
     from nas.engine.latency import write_latency_table
 
     device = resolve_device(device) if device is not None else run.device
-    for flag, value in (("--batch", batch), ("--threads", threads)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag}: must be >= 1, got {value}")
+    check_int("--batch", batch, 1)
+    if threads is not None:
+        check_int("--threads", threads, 1)
     check_writable(run.dir.root / "latency", "RUN")      # before minutes of measuring
     supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
     bar = None
@@ -128,10 +128,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
 
 def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
     """The device to search on (None: the run's device), after checking the process-level flags."""
-    if workers < 1:
-        raise ConfigError(f"--workers: must be >= 1, got {workers}")
-    if batch < 1:
-        raise ConfigError(f"--batch: must be >= 1, got {batch}")
+    check_int("--workers", workers, 1)
+    check_int("--batch", batch, 1)
     return resolve_device(device) if device is not None else run.device
 
 
