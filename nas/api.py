@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EvalResult", "ExportResult", "Run", "TrainSummary", "arch_generator", "build_space", "build_strategy",
            "build_supernet", "evaluate", "export_subnet", "fidelity", "ground_truth", "latency_table", "load_config",
-           "load_run", "load_source", "load_splits", "load_weights", "resolve_arch", "search", "space_summary",
-           "standalone_model", "train", "train_summary"]
+           "load_run", "load_source", "load_splits", "load_weights", "resolve_arch", "resume_config", "run_name",
+           "search", "space_summary", "standalone_model", "train", "train_summary"]
 
 
 def space_summary(config: RunConfig) -> dict[str, Any]:
@@ -88,13 +88,19 @@ def format_space_summary(summary: dict[str, Any]) -> str:
 
 
 # -- training -------------------------------------------------------------------------------
-def _default_name(config: RunConfig) -> str:
+def run_name(config: RunConfig) -> str:
+    """The name `train` gives a run when none is given: the config file's stem (else `run`)."""
     source = Path(config.source)
     return source.stem if source.suffix in (".yaml", ".yml") else "run"
 
 
-def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
-    """The run's own config; a `--set` that would change it is an error naming the keys."""
+def resume_config(name: str, overrides: tuple[str, ...] | list[str] = (), runs_dir: str | Path = DEFAULT_RUNS_DIR,
+                  checkpoint: str = LAST) -> RunConfig:
+    """The config `runs_dir/name` resumes with (`train(..., resume=True)`): the run's own, after
+    checking it can resume from `checkpoints/<checkpoint>`; a `--set` that would change it is an
+    error naming the keys."""
+    run = RunDir(Path(runs_dir) / check_name(name))
+    check_resume(run, True, checkpoint)
     saved = load_config(run.config)
     if not overrides:
         return saved
@@ -127,7 +133,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     init_process_group(env)
     if config.train.threads is not None:
         torch.set_num_threads(config.train.threads)
-    run = RunDir(Path(runs_dir) / check_name(name if name is not None else _default_name(config)))
+    run = RunDir(Path(runs_dir) / check_name(name if name is not None else run_name(config)))
     start = check_resume(run, resume, checkpoint)
     source = load_source(config, torch.device(env.device))
     config = _with_capped_warmup(config, source, env.is_main and not resume)

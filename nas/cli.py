@@ -71,13 +71,10 @@ def cmd_space(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from nas import api
-    from nas.engine.run_dir import RunDir, check_name, check_resume
 
     if args.resume:
-        name = args.name if args.name is not None else api._default_name(api.load_config(args.config))
-        run = RunDir(Path(args.runs_dir) / check_name(name))
-        check_resume(run, True, args.checkpoint)
-        config = api.resume_config(run, args.set)
+        name = args.name if args.name is not None else api.run_name(api.load_config(args.config))
+        config = api.resume_config(name, args.set, args.runs_dir, args.checkpoint)
     else:
         config, name = api.load_config(args.config, args.set), args.name
     summary = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet,
