@@ -20,7 +20,9 @@ from nas.core.errors import ConfigError, RunError
 from nas.engine.checkpoint import LAST
 from nas.engine.data.sources import DataSource
 from nas.engine.distributed import barrier, detect, init_process_group
-from nas.engine.evaluator import Evaluator
+from nas.engine.evaluator import SPLITS, Evaluator
+from nas.engine.exporter import FORMATS as EXPORT_FORMATS
+from nas.engine.fidelity_report import format_summary as format_fidelity_summary
 from nas.engine.results import EvalResult, ExportResult, TrainSummary, train_summary
 from nas.engine.run import (
     Run,
@@ -42,10 +44,11 @@ if TYPE_CHECKING:
     from nas.engine.fidelity import FidelityResult
     from nas.engine.recipe import Recipe
 
-__all__ = ["EvalResult", "ExportResult", "Run", "TrainSummary", "arch_generator", "build_space", "build_strategy",
-           "build_supernet", "evaluate", "export_subnet", "fidelity", "ground_truth", "latency_table", "load_config",
-           "load_run", "load_source", "load_splits", "load_weights", "resolve_arch", "resume_config", "run_name",
-           "search", "space_summary", "standalone_model", "train", "train_summary"]
+__all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "Run", "TrainSummary", "arch_generator",
+           "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity",
+           "format_fidelity_summary", "format_space_summary", "generate", "ground_truth", "latency_table",
+           "load_config", "load_run", "load_source", "load_splits", "load_weights", "resolve_arch", "resume_config",
+           "run_name", "run_space_summary", "search", "space_summary", "standalone_model", "train", "train_summary"]
 
 
 def space_summary(config: RunConfig) -> dict[str, Any]:

@@ -150,14 +150,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
     from nas import api
-    from nas.engine.fidelity_report import format_summary
     result = api.fidelity(args.run, archs=args.archs, epochs=args.epochs, seeds=args.seeds, recipe=args.recipe,
                           workers=args.workers, ground_truth_dir=args.ground_truth, runs_dir=args.runs_dir,
                           checkpoint=args.checkpoint, device=args.device, progress=not args.quiet)
     if args.json:
         _print_json(result.summary)
     else:
-        print(f"{format_summary(result.summary)}\nfiles in {result.dir} ({result.new} standalone trainings now)")
+        print(f"{api.format_fidelity_summary(result.summary)}\nfiles in {result.dir} ({result.new} standalone trainings now)")
     return 0
 
 
@@ -209,9 +208,8 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
+    from nas.api import EXPORT_FORMATS, SPLITS
     from nas.core.registry import SEARCHERS
-    from nas.engine.evaluator import SPLITS
-    from nas.engine.exporter import FORMATS
 
     parser = _Parser(
         prog="nas", description="Weight-sharing neural architecture search: train one supernet, "
@@ -248,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="export a subnet as a standalone model")
     _add_run_args(export)
     export.add_argument("--out", help="output directory (default runs/NAME/export/<arch_id>)")
-    export.add_argument("--format", default="pt2", choices=FORMATS,
+    export.add_argument("--format", default="pt2", choices=EXPORT_FORMATS,
                         help="pt2 (default): model.pt2 and weights; onnx: model.onnx too "
                         "(needs the onnx extra: pip install -e '.[onnx]')")
     export.set_defaults(func=cmd_export)
