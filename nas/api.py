@@ -23,7 +23,14 @@ from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import SPLITS, Evaluator
 from nas.engine.exporter import FORMATS as EXPORT_FORMATS
 from nas.engine.fidelity_report import format_summary as format_fidelity_summary
-from nas.engine.results import EvalResult, ExportResult, TrainSummary, train_summary
+from nas.engine.results import (
+    EvalResult,
+    ExportResult,
+    GenerateResult,
+    GroundTruthResult,
+    TrainSummary,
+    train_summary,
+)
 from nas.engine.run import (
     Run,
     arch_generator,
@@ -44,11 +51,12 @@ if TYPE_CHECKING:
     from nas.engine.fidelity import FidelityResult
     from nas.engine.recipe import Recipe
 
-__all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "Run", "TrainSummary", "arch_generator",
-           "build_space", "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity",
-           "format_fidelity_summary", "format_space_summary", "generate", "ground_truth", "latency_table",
-           "load_config", "load_run", "load_source", "load_splits", "load_weights", "resolve_arch", "resume_config",
-           "run_name", "run_space_summary", "search", "space_summary", "standalone_model", "train", "train_summary"]
+__all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "GenerateResult", "GroundTruthResult", "Run",
+           "TrainSummary", "arch_generator", "build_space", "build_strategy", "build_supernet", "evaluate",
+           "export_subnet", "fidelity", "format_fidelity_summary", "format_space_summary", "generate",
+           "ground_truth", "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights",
+           "resolve_arch", "resume_config", "run_name", "run_space_summary", "search", "space_summary",
+           "standalone_model", "train", "train_summary"]
 
 
 def space_summary(config: RunConfig) -> dict[str, Any]:
@@ -209,7 +217,7 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
 
 
 # -- architecture generator -----------------------------------------------------------------
-def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | None = None) -> dict[str, Any]:
+def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | None = None) -> GenerateResult:
     """An arch within `max_macs` (an amount or `P%`) from the run's generator, without a search
     (`nas generate`); written as an arch file to `out` (default `runs/NAME/generate/<arch_id>.yaml`)."""
     from nas.core.arch import write_arch_file
@@ -228,20 +236,18 @@ def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | N
     path = Path(out) if out is not None else run.dir.root / "generate" / f"{arch_id(arch)}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_arch_file(arch, path)
-    return {"arch": arch, "arch_id": arch_id(arch), "macs": macs, "params": params, "max_macs": budget,
-            "attempts": attempts, "shrunk": shrunk, "file": str(path)}
+    return GenerateResult(arch, arch_id(arch), macs, params, budget, attempts, shrunk, path)
 
 
 # -- fidelity -------------------------------------------------------------------------------
 def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
                  seeds: int = 1, recipe: str | Path | Recipe | None = None, workers: int = 1, selection_seed: int = 0,
-                 progress: bool = True) -> dict[str, Any]:
+                 progress: bool = True) -> GroundTruthResult:
     """Train (or reuse from `ground_truth_dir`) the standalone ground truth of `nas fidelity` for
     the config's space, without any supernet: the `archs` MACs-stratified archs, `seeds` times each.
 
-    Returns `{"dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho",
-    "new"}`: `records` holds one `{"arch_id", "arch", "macs", "params", "standalone_test_top1",
-    ...}` per arch sorted by MACs, `new` the trainings run by this call.
+    Returns a `GroundTruthResult`: `records` holds one `{"arch_id", "arch", "macs", "params",
+    "standalone_test_top1", ...}` per arch sorted by MACs, `new` the trainings run by this call.
     """
     from nas.engine.fidelity import check_arguments, plan, standalone_record
     from nas.engine.fidelity_report import seed_agreement
@@ -256,8 +262,8 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
 
     new = measured.truth.collect(measured.archs, seeds, workers, keep, progress)
     ordered = [records[arch_id(a)] for a in measured.archs]
-    return {"dir": str(measured.truth.folder), "recipe": measured.recipe, "recipe_digest": measured.truth.digest,
-            "records": ordered, **seed_agreement(ordered, seeds), "new": new}
+    return GroundTruthResult(measured.truth.folder, measured.recipe, measured.truth.digest, ordered,
+                             **seed_agreement(ordered, seeds), new=new)
 
 
 def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = None, seeds: int = 1,

@@ -165,7 +165,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     result = api.generate(run, args.max_macs, args.seed, args.out)
     if args.json:
-        _print_json(result)
+        _print_json(result.to_json())
     else:
         how = "shrunk to fit" if result["shrunk"] else f"attempt {result['attempts']}"
         print(f"{result['arch_id']}: MACs {format_amount(result['macs'])} <= {format_amount(result['max_macs'])} "

@@ -1,6 +1,6 @@
 """Typed results of the API's stages: what `nas.train` (and `nas.train_summary`),
-`nas.evaluate` and `nas.export_subnet` return (the search's `SearchResult` lives with the
-search loop).
+`nas.evaluate`, `nas.export_subnet`, `nas.api.generate` and `nas.ground_truth` return (the
+search's `SearchResult` lives with the search loop, `FidelityResult` with the fidelity stage).
 
 Each is a dataclass with `to_json()` (what the CLI's `--json` prints); `result["top1"]` reads
 that JSON too, so scripts written against plain dicts keep working.
@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,6 +20,9 @@ from nas.core.errors import NasError, RunError
 from nas.engine.checkpoint import LAST
 from nas.engine.jsonl import read_records
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, find_run
+
+if TYPE_CHECKING:
+    from nas.engine.recipe import Recipe
 
 
 class JsonResult:
@@ -75,6 +78,37 @@ class ExportResult(JsonResult):
 
     def to_json(self) -> dict[str, Any]:
         return {**self.record, "dir": str(self.dir)}
+
+
+@dataclass(frozen=True)
+class GenerateResult(JsonResult):
+    """An arch from a run's generator within a MACs budget, written as an arch file (`nas generate`)."""
+
+    arch: Arch
+    arch_id: str
+    macs: int
+    params: int
+    max_macs: float
+    attempts: int
+    shrunk: bool
+    file: Path
+
+
+@dataclass(frozen=True)
+class GroundTruthResult(JsonResult):
+    """A space's standalone ground truth (`nas.ground_truth`): its folder and recipe, one record
+    per arch sorted by MACs, the seed-to-seed agreement and the trainings this call ran."""
+
+    dir: Path
+    recipe: Recipe
+    recipe_digest: str
+    records: list[dict[str, Any]]
+    seed_kendall_tau: float | None
+    seed_spearman_rho: float | None
+    new: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "recipe": self.recipe.to_dict()}
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,16 @@ def shared_truth(tmp_path_factory) -> tuple[Path, dict]:
     return folder, api.ground_truth(load_config(tiny_config()), folder, archs=2, epochs=1, progress=False)
 
 
+def test_ground_truth_returns_a_typed_result_with_the_dicts_keys(shared_truth):
+    folder, truth = shared_truth
+    assert isinstance(truth, api.GroundTruthResult) and folder in truth.dir.parents and truth.new == 2
+    assert truth["dir"] == str(truth.dir) and truth["records"] is truth.records and len(truth.records) == 2
+    assert truth.seed_kendall_tau is None and truth["seed_spearman_rho"] is None     # one seed
+    plain = json.loads(json.dumps(truth.to_json()))
+    assert plain["recipe"] == truth.recipe.to_dict() and plain["recipe_digest"] == truth.recipe_digest
+    assert list(plain) == ["dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho", "new"]
+
+
 def test_two_workers_give_the_numbers_of_one(runs, tmp_path, shared_truth):
     one_worker = shared_truth[1]["records"]
     two = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, workers=2, ground_truth_dir=tmp_path / "truth",
