@@ -56,7 +56,7 @@ def throughput(steps: int, workers: int) -> dict:
     from nas import api
     from nas.core.config import load_config
     from nas.engine.run_dir import RunDir
-    from nas.engine.sources import build_source
+    from nas.engine.data.build import build_source
     from nas.engine.trainer import Trainer
 
     config = load_config("fashion_mnist_mbv3")

@@ -31,7 +31,7 @@ def worker(steps: int, batch: int) -> None:
 
     from nas import api
     from nas.core.config import load_config
-    from nas.engine.data import Augment, train_batches
+    from nas.engine.data.batches import Augment, train_batches
     from nas.engine.distributed import detect, init_process_group
     from nas.engine.run_dir import RunDir
     from nas.engine.trainer import Trainer

@@ -28,7 +28,7 @@ from estimators import EstimatorContext, build_estimator  # noqa: E402
 from nas import api  # noqa: E402
 from nas.core.registry import ESTIMATORS  # noqa: E402
 from nas.engine.arch_selection import select_archs  # noqa: E402
-from nas.engine.data import normalize  # noqa: E402
+from nas.engine.data.batches import normalize  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
 
 

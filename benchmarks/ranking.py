@@ -65,13 +65,13 @@ def main() -> None:
     seconds = [s for r in truth["records"] for s in r["standalone_seconds"]]
     report = {"config": args.config, "overrides": args.set, "ground_truth": truth["dir"],
               "recipe_digest": truth["recipe_digest"], "archs": archs, "seeds": args.seeds,
-              "length": truth["recipe"].length(), "seed_kendall_tau": truth["seed_kendall_tau"],
+              "length": truth.recipe.length(), "seed_kendall_tau": truth["seed_kendall_tau"],
               "seed_spearman_rho": truth["seed_spearman_rho"], "trainings_now": truth["new"],
               "wall_s": round(time.perf_counter() - started, 1), "standalone_seconds_mean": statistics.fmean(seconds),
               "standalone_seconds_max": max(seconds), "workers": args.workers, "cpu": cpu_model(),
               "date": time.strftime("%Y-%m-%d"), "runs": {}}
     tau = truth["seed_kendall_tau"]
-    print(f"ground truth {truth['dir']}: {archs} archs x {args.seeds} seeds, {truth['recipe'].length()}, "
+    print(f"ground truth {truth['dir']}: {archs} archs x {args.seeds} seeds, {truth.recipe.length()}, "
           f"{truth['new']} trainings now; seed-to-seed Kendall tau {'n/a' if tau is None else f'{tau:.3f}'}; "
           f"{statistics.fmean(seconds):.0f} s per training on one thread (max {max(seconds):.0f} s)", flush=True)
     for path in args.run:
@@ -79,7 +79,7 @@ def main() -> None:
         if to_plain(run.config.space) != to_plain(config.space):
             raise SystemExit(f"--run {path}: its space differs from --config {args.config}'s; "
                              f"give a config of the same space")
-        result = api.fidelity(run, archs=archs, seeds=args.seeds, recipe=truth["recipe"],
+        result = api.fidelity(run, archs=archs, seeds=args.seeds, recipe=truth.recipe,
                               workers=args.workers, ground_truth_dir=args.ground_truth,
                               estimators=args.estimators, init_seeds=args.init_seeds)
         report["runs"][str(path)] = result.summary

@@ -1,75 +1,63 @@
 """The Python API: each function is one stage of YAML -> supernet -> train -> search -> export.
 
-This is the only module that imports the plugin packages and wires the stages together; the
-CLI is a thin layer over it.
+It wires the stages together; the CLI is a thin layer over it. A run and its builders (`Run`,
+`load_run`, `build_space`, `build_strategy`...) live in `nas.engine.run` and the search stages
+in `nas.search_api`; both are re-exported here.
 """
 from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
-from torch import nn
 
 from nas.core.amounts import format_amount
-from nas.core.arch import Arch, arch_id, read_arch_file
+from nas.core.arch import Arch, arch_id
 from nas.core.config import RunConfig, load_config, parse_overrides
-from nas.core.errors import CheckpointError, ConfigError, RunError, check_int
+from nas.core.errors import ConfigError, RunError, check_int
 from nas.core.files import check_writable
-from nas.core.registry import SPACES, STRATEGIES, load_plugins
-from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail
-from nas.engine.datasets import ImageSplits, dataset_info, load_dataset
-from nas.engine.devices import resolve_device
+from nas.engine.checkpoint import LAST
+from nas.engine.data.sources import DataSource
 from nas.engine.distributed import barrier, detect, init_process_group
-from nas.engine.evaluator import Evaluator
-from nas.engine.results import EvalResult, ExportResult, TrainSummary, train_summary
-from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, find_run, open_run
-from nas.engine.sources import DataSource, build_source
+from nas.engine.evaluator import SPLITS, Evaluator
+from nas.engine.exporter import FORMATS as EXPORT_FORMATS
+from nas.engine.fidelity_report import format_summary as format_fidelity_summary
+from nas.engine.results import (
+    EvalResult,
+    ExportResult,
+    GenerateResult,
+    GroundTruthResult,
+    TrainSummary,
+    train_summary,
+)
+from nas.engine.run import (
+    Run,
+    arch_generator,
+    build_space,
+    build_strategy,
+    build_supernet,
+    load_run,
+    load_source,
+    load_splits,
+    load_weights,
+    resolve_arch,
+    standalone_model,
+)
+from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, open_run
 from nas.search_api import latency_table, resolve_budget, search
-from search_spaces.base import ArchSpace, Supernet
-from supernets.base import Strategy, restore_strategy, seeded_supernet
 
 if TYPE_CHECKING:
     from nas.engine.fidelity import FidelityResult
     from nas.engine.recipe import Recipe
 
-__all__ = ["EvalResult", "ExportResult", "Run", "TrainSummary", "build_space", "build_strategy", "build_supernet",
-           "evaluate", "export_subnet", "fidelity", "ground_truth", "latency_table", "load_config", "load_run",
-           "resolve_arch", "search", "space_summary", "train", "train_summary"]
-
-
-def build_space(config: RunConfig) -> ArchSpace:
-    """The architecture space a config describes (channels and classes from its dataset)."""
-    load_plugins()
-    entry = SPACES.get(config.space.name)
-    in_chans, num_classes, _ = dataset_info(config.data.name, config.data.root, config.data.image_size)
-    return entry.obj(config.space.options, in_chans, num_classes)
-
-
-def build_supernet(config: RunConfig) -> Supernet:
-    """A freshly initialised plain supernet of the config's space, seeded by `train.seed`
-    (global RNG state untouched). Training builds its model(s) through the strategy."""
-    return seeded_supernet(build_space(config), config.train.seed)
-
-
-def build_strategy(config: RunConfig) -> Strategy:
-    """The config's training strategy, which builds its own freshly initialised model(s)."""
-    s = config.strategy
-    return STRATEGIES.get(s.name).obj(build_space(config), s.options, s.sampler, s.distill, config.train.seed)
-
-
-def load_splits(config: RunConfig) -> ImageSplits:
-    """The dataset of a config, in memory, with its fixed validation split."""
-    d = config.data
-    return load_dataset(d.name, d.root, d.val_size, d.train_size, d.split_seed, d.image_size)
-
-
-def load_source(config: RunConfig, device: torch.device | None = None) -> DataSource:
-    """The batches of a config: in memory or streamed (`data.in_memory`); pinned for CUDA."""
-    return build_source(config.data, pin_memory=device is not None and device.type == "cuda")
+__all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "GenerateResult", "GroundTruthResult", "Run",
+           "TrainSummary", "arch_generator", "build_space", "build_strategy", "build_supernet", "evaluate",
+           "export_subnet", "fidelity", "format_fidelity_summary", "format_space_summary", "generate",
+           "ground_truth", "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights",
+           "resolve_arch", "resume_config", "run_name", "run_space_summary", "search", "space_summary",
+           "standalone_model", "train", "train_summary"]
 
 
 def space_summary(config: RunConfig) -> dict[str, Any]:
@@ -112,13 +100,19 @@ def format_space_summary(summary: dict[str, Any]) -> str:
 
 
 # -- training -------------------------------------------------------------------------------
-def _default_name(config: RunConfig) -> str:
+def run_name(config: RunConfig) -> str:
+    """The name `train` gives a run when none is given: the config file's stem (else `run`)."""
     source = Path(config.source)
     return source.stem if source.suffix in (".yaml", ".yml") else "run"
 
 
-def resume_config(run: RunDir, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
-    """The run's own config; a `--set` that would change it is an error naming the keys."""
+def resume_config(name: str, overrides: tuple[str, ...] | list[str] = (), runs_dir: str | Path = DEFAULT_RUNS_DIR,
+                  checkpoint: str = LAST) -> RunConfig:
+    """The config `runs_dir/name` resumes with (`train(..., resume=True)`): the run's own, after
+    checking it can resume from `checkpoints/<checkpoint>`; a `--set` that would change it is an
+    error naming the keys."""
+    run = RunDir(Path(runs_dir) / check_name(name))
+    check_resume(run, True, checkpoint)
     saved = load_config(run.config)
     if not overrides:
         return saved
@@ -151,7 +145,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     init_process_group(env)
     if config.train.threads is not None:
         torch.set_num_threads(config.train.threads)
-    run = RunDir(Path(runs_dir) / check_name(name if name is not None else _default_name(config)))
+    run = RunDir(Path(runs_dir) / check_name(name if name is not None else run_name(config)))
     start = check_resume(run, resume, checkpoint)
     source = load_source(config, torch.device(env.device))
     config = _with_capped_warmup(config, source, env.is_main and not resume)
@@ -180,7 +174,7 @@ def _with_capped_warmup(config: RunConfig, source: DataSource, announce: bool) -
     `nas.engine.schedule`), saying so on stderr when `announce`."""
     from dataclasses import replace
 
-    from nas.engine.data import steps_per_epoch
+    from nas.engine.data.batches import steps_per_epoch
     from nas.engine.schedule import capped_warmup
 
     t = config.train
@@ -191,95 +185,7 @@ def _with_capped_warmup(config: RunConfig, source: DataSource, announce: bool) -
     return replace(config, train=train_config)
 
 
-# -- loading a trained run ------------------------------------------------------------------
-@dataclass
-class Run:
-    """A trained run: its config, its strategy (with the trained weights, on `device`) and an evaluator."""
-
-    dir: RunDir
-    config: RunConfig
-    strategy: Strategy
-    step: int
-    checkpoint: Path
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    _splits: ImageSplits | None = field(default=None, repr=False)
-    _data: DataSource | None = field(default=None, repr=False)
-    _evaluator: Evaluator | None = field(default=None, repr=False)
-
-    @property
-    def space(self) -> ArchSpace:
-        return self.strategy.space
-
-    def subnet(self, arch: Mapping[str, Any]) -> Supernet:
-        """The trained supernet that computes `arch`, with `arch` active."""
-        return self.strategy.subnet_for(arch)
-
-    def export_model(self, arch: Mapping[str, Any]) -> torch.nn.Module:
-        """A static module of `arch` with the trained weights (running statistics as stored)."""
-        return self.subnet(arch).export(arch)
-
-    @property
-    def splits(self) -> ImageSplits:
-        if self._splits is None:
-            self._splits = load_splits(self.config)
-        return self._splits
-
-    @property
-    def data(self) -> DataSource:
-        """The run's batches as its config says (in memory or streamed)."""
-        if self._data is None:
-            self._data = load_source(self.config, self.device)
-        return self._data
-
-    @property
-    def evaluator(self) -> Evaluator:
-        if self._evaluator is None:
-            self._evaluator = Evaluator(self.strategy.subnet_for, self.space.canonical, self.data,
-                                        self.config.eval, self.config.train.seed, self.step,
-                                        self.config.train.channels_last)
-        return self._evaluator
-
-
-def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, checkpoint: str = LAST,
-             device: str | torch.device | None = None) -> Run:
-    """A trained run by directory or name, with the weights of `checkpoints/<checkpoint>` on
-    `device` (cpu, cuda or cuda:N; None: cuda when available, else cpu)."""
-    device = resolve_device(device)
-    run_dir = find_run(path_or_name, runs_dir)
-    config = load_config(run_dir.config)
-    path = run_dir.checkpoints / checkpoint
-    if not path.is_file():
-        raise CheckpointError(f"RUN: {run_dir.root} has no checkpoint {path.name} yet (train it with nas train)")
-    state = load_checkpoint(path)
-    check_config(state, config, path, run_dir.config)
-    strategy = build_strategy(config)
-    load_weights(strategy, state, path, run_dir.config)
-    memory_format = torch.channels_last if config.train.channels_last else torch.contiguous_format
-    strategy.model.to(device, memory_format=memory_format).eval()
-    return Run(run_dir, config, strategy, int(state["step"]), path, device)
-
-
-def load_weights(strategy: Strategy, state: Mapping[str, Any], path: Path, config_path: Path) -> None:
-    """`restore_strategy` from `state`; a mismatch names its first missing, unexpected or
-    mis-shaped keys."""
-    try:
-        restore_strategy(strategy, state)
-    except (KeyError, RuntimeError, ValueError, TypeError, AttributeError) as e:
-        detail = mismatch_detail(strategy.model_state_dict(), state.get("model"), e)
-        raise CheckpointError(f"{path}: weights do not match {config_path} ({detail})") from e
-
-
-def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
-    """`max`, `min`, an arch file path, or an arch mapping -> a canonical arch of `space`."""
-    if isinstance(spec, Mapping):
-        return space.canonical(spec)
-    if spec == "max":
-        return space.max()
-    if spec == "min":
-        return space.min()
-    return space.canonical(read_arch_file(spec))
-
-
+# -- evaluating and exporting a trained run ---------------------------------------------------
 def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> EvalResult:
     """BN-recalibrated top-1/top-5 of `arch` on `split`, with its costs."""
     arch = resolve_arch(run.space, arch)
@@ -312,12 +218,7 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
 
 
 # -- architecture generator -----------------------------------------------------------------
-def arch_generator(run: Run) -> Any:
-    """The run's trained architecture generator (a shiftnas sampler's), or None."""
-    return getattr(getattr(run.strategy, "sampler", None), "generator", None)
-
-
-def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | None = None) -> dict[str, Any]:
+def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | None = None) -> GenerateResult:
     """An arch within `max_macs` (an amount or `P%`) from the run's generator, without a search
     (`nas generate`); written as an arch file to `out` (default `runs/NAME/generate/<arch_id>.yaml`)."""
     from nas.core.arch import write_arch_file
@@ -341,29 +242,21 @@ def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | N
         check_writable(path.parent, "RUN")
     path.parent.mkdir(parents=True, exist_ok=True)
     write_arch_file(arch, path)
-    return {"arch": arch, "arch_id": arch_id(arch), "macs": macs, "params": params, "max_macs": budget,
-            "attempts": attempts, "shrunk": shrunk, "file": str(path)}
+    return GenerateResult(arch, arch_id(arch), macs, params, budget, attempts, shrunk, path)
 
 
 # -- fidelity -------------------------------------------------------------------------------
 ESTIMATOR_BATCHES, ESTIMATOR_BATCH_SIZE = 2, 64     # seeded training images the proxies read
-def standalone_model(config: RunConfig, arch: Mapping[str, Any], seed: int) -> nn.Module:
-    """What standalone training of `arch` starts from: the export of a freshly initialised plain
-    supernet of the config's space seeded with `seed`, in training mode. Never a run's trained
-    weights nor its strategy's models: the ground truth depends on the space, not on how a run
-    trained (so runs of one space, whatever their strategy, share it)."""
-    return seeded_supernet(build_space(config), seed).export(arch).train()
 
 
 def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
                  seeds: int = 1, recipe: str | Path | Recipe | None = None, workers: int = 1, selection_seed: int = 0,
-                 progress: bool = True) -> dict[str, Any]:
+                 progress: bool = True) -> GroundTruthResult:
     """Train (or reuse from `ground_truth_dir`) the standalone ground truth of `nas fidelity` for
     the config's space, without any supernet: the `archs` MACs-stratified archs, `seeds` times each.
 
-    Returns `{"dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho",
-    "new"}`: `records` holds one `{"arch_id", "arch", "macs", "params", "standalone_test_top1",
-    ...}` per arch sorted by MACs, `new` the trainings run by this call.
+    Returns a `GroundTruthResult`: `records` holds one `{"arch_id", "arch", "macs", "params",
+    "standalone_test_top1", ...}` per arch sorted by MACs, `new` the trainings run by this call.
     """
     from nas.engine.fidelity import check_arguments, plan, standalone_record
     from nas.engine.fidelity_report import seed_agreement
@@ -379,8 +272,8 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
 
     new = measured.truth.collect(measured.archs, seeds, workers, keep, progress)
     ordered = [records[arch_id(a)] for a in measured.archs]
-    return {"dir": str(measured.truth.folder), "recipe": measured.recipe, "recipe_digest": measured.truth.digest,
-            "records": ordered, **seed_agreement(ordered, seeds), "new": new}
+    return GroundTruthResult(measured.truth.folder, measured.recipe, measured.truth.digest, ordered,
+                             **seed_agreement(ordered, seeds), new=new)
 
 
 def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = None, seeds: int = 1,

@@ -71,13 +71,10 @@ def cmd_space(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from nas import api
-    from nas.engine.run_dir import RunDir, check_name, check_resume
 
     if args.resume:
-        name = args.name if args.name is not None else api._default_name(api.load_config(args.config))
-        run = RunDir(Path(args.runs_dir) / check_name(name))
-        check_resume(run, True, args.checkpoint)
-        config = api.resume_config(run, args.set)
+        name = args.name if args.name is not None else api.run_name(api.load_config(args.config))
+        config = api.resume_config(name, args.set, args.runs_dir, args.checkpoint)
     else:
         config, name = api.load_config(args.config, args.set), args.name
     summary = api.train(config, name=name, resume=args.resume, runs_dir=args.runs_dir, progress=not args.quiet,
@@ -156,7 +153,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
     from nas import api
-    from nas.engine.fidelity_report import format_summary
     result = api.fidelity(args.run, archs=args.archs, epochs=args.epochs, seeds=args.seeds, recipe=args.recipe,
                           workers=args.workers, ground_truth_dir=args.ground_truth, out=args.out,
                           runs_dir=args.runs_dir, checkpoint=args.checkpoint, device=args.device,
@@ -164,7 +160,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.summary)
     else:
-        print(f"{format_summary(result.summary)}\nfiles in {result.dir} ({result.new} standalone trainings now)")
+        print(f"{api.format_fidelity_summary(result.summary)}\nfiles in {result.dir} ({result.new} standalone trainings now)")
     return 0
 
 
@@ -173,7 +169,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     result = api.generate(run, args.max_macs, args.seed, args.out)
     if args.json:
-        _print_json(result)
+        _print_json(result.to_json())
     else:
         how = "shrunk to fit" if result["shrunk"] else f"attempt {result['attempts']}"
         print(f"{result['arch_id']}: MACs {format_amount(result['macs'])} <= {format_amount(result['max_macs'])} "
@@ -216,9 +212,8 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
+    from nas.api import EXPORT_FORMATS, SPLITS
     from nas.core.registry import SEARCHERS
-    from nas.engine.evaluator import SPLITS
-    from nas.engine.exporter import FORMATS
 
     parser = _Parser(
         prog="nas", description="Weight-sharing neural architecture search: train one supernet, "
@@ -255,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="export a subnet as a standalone model")
     _add_run_args(export)
     export.add_argument("--out", help="output directory (default runs/NAME/export/<arch_id>)")
-    export.add_argument("--format", default="pt2", choices=FORMATS,
+    export.add_argument("--format", default="pt2", choices=EXPORT_FORMATS,
                         help="pt2 (default): model.pt2 and weights; onnx: model.onnx too "
                         "(needs the onnx extra: pip install -e '.[onnx]')")
     export.set_defaults(func=cmd_export)

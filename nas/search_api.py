@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, check_int
 from nas.core.files import check_writable
 from nas.engine.devices import resolve_device
+from nas.engine.run import Run, arch_generator, build_supernet, load_run
 from nas.engine.run_dir import check_name
 
 if TYPE_CHECKING:
-    from nas.api import Run
     from nas.engine.search_runner import SearchResult
 
 
@@ -64,12 +64,10 @@ def latency_table(run: Run, device: str | torch.device | None = None, batch: int
     from nas.engine.latency import write_latency_table
 
     device = resolve_device(device) if device is not None else run.device
-    for flag, value in (("--batch", batch), ("--threads", threads)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag}: must be >= 1, got {value}")
+    check_int("--batch", batch, 1)
+    if threads is not None:
+        check_int("--threads", threads, 1)
     check_writable(run.dir.root / "latency", "RUN")      # before minutes of measuring
-    from nas.api import build_supernet
-
     supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
     bar = None
     if progress:
@@ -112,7 +110,6 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
-    from nas.api import arch_generator
     from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
     from nas.engine.search_score import choose_score, search_score
 
@@ -143,10 +140,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
 
 def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
     """The device to search on (None: the run's device), after checking the process-level flags."""
-    if workers < 1:
-        raise ConfigError(f"--workers: must be >= 1, got {workers}")
-    if batch < 1:
-        raise ConfigError(f"--batch: must be >= 1, got {batch}")
+    check_int("--workers", workers, 1)
+    check_int("--batch", batch, 1)
     return resolve_device(device) if device is not None else run.device
 
 
@@ -206,8 +201,6 @@ def _one_thread_worker() -> None:
 
 def _search_worker(where: tuple[str, str], arguments: Mapping[str, Any], worker: int) -> int:
     """One worker of `_run_workers` (in its own process): the evaluations it made."""
-    from nas.api import load_run
-
     run = load_run(where[0], checkpoint=where[1], device=arguments["device"])
     options = {key: value for key, value in arguments.items() if key != "searcher"}
     return search(run, arguments["searcher"], **options, worker=worker, progress=False).new

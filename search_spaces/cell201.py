@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from nas.core.arch import Arch
-from nas.core.errors import ArchError, ConfigError
+from nas.core.errors import ArchError, ConfigError, int_problems
 from nas.core.registry import SPACES, did_you_mean
 from search_spaces.base import ArchSpace, LayerCost, Supernet
 from search_spaces.ops import (
@@ -137,9 +137,7 @@ class Cell201Options:
         problems = []
         if self.image_size < 4 or self.image_size % 4:
             problems.append(f"image_size: must be a positive multiple of 4 (two 2x reductions), got {self.image_size}")
-        for name in ("channels", "cells_per_stage"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name}: must be >= 1, got {getattr(self, name)}")
+        problems += int_problems(1, channels=self.channels, cells_per_stage=self.cells_per_stage)
         unknown = [op for op in self.operations if op not in OPERATIONS]
         if unknown:
             problems.append(f"operations: unknown {unknown}{did_you_mean(unknown[0], OPERATIONS)}; "

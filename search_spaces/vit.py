@@ -29,7 +29,7 @@ from typing import Any, Literal, Mapping
 import torch
 from torch import nn
 
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, int_problems
 from nas.core.registry import SPACES
 from search_spaces.base import ArchSpace, Gate, LayerCost, MixableLayer, Supernet
 from search_spaces.ops import (
@@ -64,9 +64,7 @@ class ViTOptions:
 
     def __post_init__(self) -> None:
         problems = []
-        for name in ("image_size", "patch_size", "head_dim"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name}: must be >= 1, got {getattr(self, name)}")
+        problems += int_problems(1, image_size=self.image_size, patch_size=self.patch_size, head_dim=self.head_dim)
         if self.patch_size >= 1 and self.image_size % self.patch_size:
             problems.append(f"patch_size: must divide image_size {self.image_size}, got {self.patch_size}")
         for name in ("embed_dims", "depths", "num_heads", "mlp_ratios"):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from nas.core.arch import Arch
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, int_problems
 from nas.core.pareto import crowding, objective, ranks
 from nas.core.registry import SEARCHERS
 from searchers.base import ReplaySearcher, SearchContext
@@ -41,8 +41,8 @@ class EvolutionOptions:
 
     def __post_init__(self) -> None:
         problems = []
-        if self.population is not None and self.population < 1:
-            problems.append(f"population: must be >= 1, got {self.population}")
+        if self.population is not None:
+            problems += int_problems(1, population=self.population)
         if not 0 < self.parents_ratio <= 1:
             problems.append(f"parents_ratio: must be in (0, 1], got {self.parents_ratio}")
         for name in ("mutation_prob", "crossover_prob"):

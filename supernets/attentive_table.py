@@ -20,7 +20,6 @@ a resumed run reuses it and a changed config rebuilds it.
 from __future__ import annotations
 
 import json
-import math
 import random
 import warnings
 from dataclasses import asdict, dataclass
@@ -30,6 +29,7 @@ from typing import Any, Sequence
 import torch.distributed as dist
 
 from nas.core.arch import Arch, arch_json
+from nas.core.bins import MacsBins
 from nas.core.files import write_json
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
@@ -47,27 +47,6 @@ class TableSettings:
     size: int
     fill: int
     tries: int
-
-
-@dataclass(frozen=True)
-class MacsBins:
-    """`count` equal-width MACs intervals from `low` (the min arch) to `high` (the max arch)."""
-
-    low: int
-    high: int
-    count: int
-
-    def index(self, macs: float) -> int:
-        """The bin of `macs` (values outside the range go to the end bins)."""
-        width = (self.high - self.low) / self.count
-        if width <= 0:
-            return 0
-        return min(max(math.floor((macs - self.low) / width), 0), self.count - 1)
-
-    def bounds(self, b: int) -> tuple[float, float]:
-        """The MACs interval of bin `b`."""
-        width = (self.high - self.low) / self.count
-        return self.low + b * width, self.low + (b + 1) * width
 
 
 @dataclass(frozen=True)

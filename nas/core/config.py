@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nas.core import yaml_io
-from nas.core.errors import ConfigError, NasError, clip
+from nas.core.errors import ConfigError, NasError, clip, int_problems
 from nas.core.registry import DISTILL_LOSSES, SAMPLERS, SPACES, STRATEGIES, Registry
 from nas.core.schema import Problems, convert_dataclass, to_plain
 
@@ -115,8 +115,7 @@ class DataConfig:
         if self.sampling == "pada" and self.streams:
             problems.append("sampling: pada draws each epoch's images from in-memory data; set data.in_memory: "
                             "true (Fashion-MNIST, CIFAR) or data.sampling: uniform")
-        if self.val_size < 1:
-            problems.append(f"val_size: must be >= 1, got {self.val_size}")
+        problems += int_problems(1, val_size=self.val_size)
         if self.train_size is not None and self.train_size < 1:
             problems.append(f"train_size: must be >= 1 or null, got {self.train_size}")
         if self.name == "imagefolder" and self.image_size is None:
@@ -217,12 +216,8 @@ class TrainConfig:
         problems = []
         if (self.epochs is None) == (self.steps is None):
             problems.append("epochs, steps: give exactly one of them (the other null)")
-        for key in ("epochs", "steps", "threads"):
-            value = getattr(self, key)
-            if value is not None and value < 1:
-                problems.append(f"{key}: must be >= 1, got {value}")
-        if self.batch_size < 1:
-            problems.append(f"batch_size: must be >= 1, got {self.batch_size}")
+        optional = {key: getattr(self, key) for key in ("epochs", "steps", "threads") if getattr(self, key) is not None}
+        problems += int_problems(1, **optional, batch_size=self.batch_size)
         if problems:
             raise ConfigError(problems)
 

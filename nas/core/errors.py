@@ -35,10 +35,23 @@ def clip_words(text: str, limit: int = 160) -> str:
     return cut + "..."
 
 
+def _int_problem(flag: str, value: object, minimum: int, why: str = "") -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        return f"{flag}: must be an integer >= {minimum}{why}, got {clip(value)}"
+    return None
+
+
 def check_int(flag: str, value: object, minimum: int, why: str = "") -> None:
     """Raise `ConfigError` naming `flag` unless `value` is an integer >= `minimum`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{flag}: must be an integer >= {minimum}{why}, got {clip(value)}")
+    problem = _int_problem(flag, value, minimum, why)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def int_problems(minimum: int, **values: object) -> list[str]:
+    """`check_int`'s message for each `key=value` that is not an integer >= `minimum`, for checks
+    that collect every problem of a section before raising."""
+    return [problem for key, value in values.items() if (problem := _int_problem(key, value, minimum)) is not None]
 
 
 class NasError(Exception):

@@ -20,10 +20,10 @@ from __future__ import annotations
 import random
 
 from nas.core.arch import Arch, arch_id
+from nas.core.bins import MacsBins
 from nas.core.errors import ConfigError, check_int
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
-from supernets.attentive_table import MacsBins
 
 ENUMERATE_LIMIT = 20_000
 POOL_SIZE = 2_000

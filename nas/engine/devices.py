@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import contextlib
+import platform
 import re
+from pathlib import Path
 from typing import Iterator
 
 import torch
@@ -62,3 +64,14 @@ def exact_float32(device: torch.device) -> Iterator[None]:
         yield
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def cpu_model() -> str:
+    """The CPU model name (from /proc/cpuinfo on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -19,9 +19,9 @@ from nas.core.arch import arch_id
 from nas.core.config import EvalConfig
 from nas.core.errors import NasError
 from nas.engine.bn import recalibrate_bn
-from nas.engine.datasets import ImageSplits
+from nas.engine.data.datasets import ImageSplits
+from nas.engine.data.sources import DataSource, as_source
 from nas.engine.devices import module_device
-from nas.engine.sources import DataSource, as_source
 from search_spaces.base import Supernet
 
 SPLITS = ("val", "test")

@@ -43,9 +43,10 @@ from nas.core.errors import Interrupted
 from nas.core.files import write_json
 from nas.core.rng import derive_seed
 from nas.core.schema import to_plain
+from nas.engine.data.build import build_source
+from nas.engine.data.sources import DataSource
 from nas.engine.locks import Claims
 from nas.engine.recipe import Recipe
-from nas.engine.sources import DataSource, build_source
 from nas.engine.standalone import train_standalone
 from search_spaces.base import ArchSpace
 

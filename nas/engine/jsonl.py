@@ -1,17 +1,18 @@
 """Append-only JSON-lines files that survive a killed process: one record per line, fsynced.
 
 A process killed mid-append leaves at most one torn last line, which `read_records` drops
-from the file; a bad line anywhere else is an error naming the file and line.
+from the file; a bad line anywhere else is an error naming the file and line. The one reader
+and writer of every such file: a search's and a fidelity run's records, a run's `metrics.jsonl`.
 """
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from nas.core.errors import NasError
-from nas.core.files import with_path
+from nas.core.files import with_path, write_text
 
 
 def read_records(path: Path, error: type[NasError] = NasError) -> list[dict[str, Any]]:
@@ -36,10 +37,22 @@ def read_records(path: Path, error: type[NasError] = NasError) -> list[dict[str,
     return records
 
 
+def _line(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
+def keep_records(path: Path, keep: Callable[[dict[str, Any]], bool], error: type[NasError] = NasError) -> None:
+    """Replace `path` (atomically) by its records that `keep` accepts; untouched when it keeps them all."""
+    records = read_records(path, error)
+    kept = [record for record in records if keep(record)]
+    if len(kept) < len(records):
+        write_text(path, "".join(_line(record) for record in kept))
+
+
 def append_record(path: Path, record: Mapping[str, Any]) -> None:
     """Append `record` as one line and fsync, so a finished record survives a crash; an
     `OSError` (a full disk) becomes one line naming the file."""
-    line = json.dumps(record, separators=(",", ":")) + "\n"
+    line = _line(record)
     try:
         with open(path, "a") as f:
             f.write(line)

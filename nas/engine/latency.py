@@ -23,7 +23,6 @@ import contextlib
 import copy
 import json
 import math
-import platform
 import random
 import statistics
 import time
@@ -37,7 +36,7 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import RunError, SearchError
 from nas.core.files import write_json
-from nas.engine.devices import resolve_device
+from nas.engine.devices import cpu_model, resolve_device
 from search_spaces.base import ArchSpace, LayerCost, Supernet
 
 FORMAT_VERSION = 1
@@ -71,22 +70,11 @@ class LatencyRecord:
         return {"median_ms": self.median_ms, "p90_ms": self.p90_ms, "device": asdict(self.device)}
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def device_record(device: str | torch.device, threads: int | None = None, dtype: torch.dtype = torch.float32,
                   batch_size: int = 1, channels_last: bool = True) -> DeviceRecord:
     """The description stored beside every latency measured on `device`."""
     device = torch.device(device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
     return DeviceRecord(str(device), name, torch.__version__,
                         threads if threads is not None else torch.get_num_threads(),
                         str(dtype).removeprefix("torch."), batch_size, channels_last)

@@ -12,8 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from nas.core.bins import MacsBins
 from nas.core.ranks import average_ranks, kendall_tau_b, paired_scores as _as_pair
-from supernets.attentive_table import MacsBins
 
 __all__ = ["average_ranks", "bin_gaps", "finite_or_none", "kendall_tau_b", "spearman_rho", "top_k", "top_k_overlap"]
 

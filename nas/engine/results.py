@@ -1,6 +1,6 @@
 """Typed results of the API's stages: what `nas.train` (and `nas.train_summary`),
-`nas.evaluate` and `nas.export_subnet` return (the search's `SearchResult` lives with the
-search loop).
+`nas.evaluate`, `nas.export_subnet`, `nas.api.generate` and `nas.ground_truth` return (the
+search's `SearchResult` lives with the search loop, `FidelityResult` with the fidelity stage).
 
 Each is a dataclass with `to_json()` (what the CLI's `--json` prints); `result["top1"]` reads
 that JSON too, so scripts written against plain dicts keep working.
@@ -8,18 +8,21 @@ that JSON too, so scripts written against plain dicts keep working.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from nas.core.arch import Arch
-from nas.core.errors import NasError
+from nas.core.errors import NasError, RunError
 from nas.engine.checkpoint import LAST
+from nas.engine.jsonl import read_records
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, find_run
+
+if TYPE_CHECKING:
+    from nas.engine.recipe import Recipe
 
 
 class JsonResult:
@@ -78,6 +81,37 @@ class ExportResult(JsonResult):
 
 
 @dataclass(frozen=True)
+class GenerateResult(JsonResult):
+    """An arch from a run's generator within a MACs budget, written as an arch file (`nas generate`)."""
+
+    arch: Arch
+    arch_id: str
+    macs: int
+    params: int
+    max_macs: float
+    attempts: int
+    shrunk: bool
+    file: Path
+
+
+@dataclass(frozen=True)
+class GroundTruthResult(JsonResult):
+    """A space's standalone ground truth (`nas.ground_truth`): its folder and recipe, one record
+    per arch sorted by MACs, the seed-to-seed agreement and the trainings this call ran."""
+
+    dir: Path
+    recipe: Recipe
+    recipe_digest: str
+    records: list[dict[str, Any]]
+    seed_kendall_tau: float | None
+    seed_spearman_rho: float | None
+    new: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "recipe": self.recipe.to_dict()}
+
+
+@dataclass(frozen=True)
 class TrainSummary(JsonResult):
     """Where a training run stands: its last step and the validation top-1 of its monitored
     archs at the last epoch end (`nas train --json`)."""
@@ -99,10 +133,8 @@ def train_summary(run: RunDir | str | Path, runs_dir: str | Path = DEFAULT_RUNS_
     """Where a run stands: its last checkpoint's step and the last epoch's validation top-1 of the
     monitored archs from `metrics.jsonl` (what `nas train --json` prints)."""
     run = run if isinstance(run, RunDir) else find_run(run, runs_dir)
-    last: dict[str, Any] = {}
-    if run.metrics.is_file():
-        lines = [line for line in run.metrics.read_text().splitlines() if line.strip()]
-        last = json.loads(lines[-1]) if lines else {}
+    records = read_records(run.metrics, RunError)
+    last: dict[str, Any] = records[-1] if records else {}
     scores = {key[len("val_top1_"):]: value for key, value in last.items() if key.startswith("val_top1_")}
     path = run.checkpoints / LAST
     step = int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"]) if path.is_file() else 0

@@ -29,6 +29,7 @@ from nas.core.config import RunConfig
 from nas.core.errors import ConfigError, RunError, clip
 from nas.core.files import check_writable, write_json, write_text
 from nas.engine.checkpoint import LAST, tensors
+from nas.engine.devices import cpu_model
 from nas.engine.locks import LOCK_FILE, folder_lock
 
 DEFAULT_RUNS_DIR = "runs"
@@ -145,17 +146,6 @@ def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str,
                        + yaml_io.dumps(config.to_dict()))
         write_json(run.environment, environment())
         yield
-
-
-def cpu_model() -> str:
-    """The CPU model name (from /proc/cpuinfo on Linux)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _version(module: str) -> str | None:

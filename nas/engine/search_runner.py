@@ -47,7 +47,7 @@ from torch import nn
 
 from nas.core.arch import Arch, arch_id, write_arch_file
 from nas.core.costs import COST_NAMES, LATENCY, MACS
-from nas.core.errors import ConfigError, SearchError, clip_words
+from nas.core.errors import ConfigError, SearchError, check_int, clip_words
 from nas.core.files import write_json
 from nas.core.pareto import front as pareto_front
 from nas.core.pareto import objective
@@ -349,13 +349,11 @@ def _local_state(out_dir: Path, settings: dict[str, Any]) -> Mapping[str, Any] |
 
 def _check_arguments(plan: SearchPlan, shared: bool, study: SharedStudy) -> None:
     """Check the arguments that depend neither on the costs nor on the search directory."""
-    if plan.trials < 1:
-        raise ConfigError(f"--trials: must be >= 1, got {plan.trials}")
+    check_int("--trials", plan.trials, 1)
     if not shared and (study.storage is not None or study.study is not None or study.worker != 0):
         raise ConfigError(f"--storage: only the optuna searchers share a study; '{plan.searcher}' keeps its state "
                           "in the search directory")
-    if study.worker < 0:
-        raise ConfigError(f"--worker: must be >= 0, got {study.worker}")
+    check_int("--worker", study.worker, 0)
 
 
 def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:

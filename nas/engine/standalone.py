@@ -3,7 +3,7 @@
 What the supernet's accuracy of an arch is measured against (`nas fidelity`, the shared-vs-
 standalone benchmark). The loop is the supernet trainer's, minus weight sharing: the recipe's
 timm optimiser and per-iteration LR schedule, the batches of the recipe's data source
-(`nas.engine.sources`: order a pure function of (seed, epoch), augmentation and mixup/cutmix
+(`nas.engine.data.sources`: order a pure function of (seed, epoch), augmentation and mixup/cutmix
 of (seed, epoch, step), in memory or streamed), label-smoothed cross-entropy and the recipe's
 gradient clipping. Inputs are resized to the arch's resolution as the supernet resizes them.
 Then BN statistics are recalibrated like a subnet's and test top-1 is measured with the
@@ -24,10 +24,10 @@ from torch import nn
 from nas.core.errors import TrainingDiverged
 from nas.core.rng import derive_seed
 from nas.engine.bn import recalibrate_bn
-from nas.engine.data import steps_per_epoch
-from nas.engine.datasets import ImageSplits
+from nas.engine.data.batches import steps_per_epoch
+from nas.engine.data.datasets import ImageSplits
+from nas.engine.data.sources import DataSource, InMemorySource, as_source
 from nas.engine.evaluator import Accuracy, accuracy, resize, static_accuracy
-from nas.engine.sources import DataSource, InMemorySource, as_source
 from nas.engine.recipe import Recipe
 from nas.engine.schedule import build_scheduler
 from nas.engine.trainer import build_optimizer, clip_gradients

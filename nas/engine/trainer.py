@@ -12,7 +12,6 @@ it lengthens the run) and where each falls in the schedule (`schedule_step`).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import signal
 import time
@@ -26,8 +25,7 @@ from timm.optim import create_optimizer_v2, param_groups_weight_decay
 from torch import nn
 
 from nas.core.config import GradClipConfig, RunConfig, TrainConfig
-from nas.core.errors import CheckpointError, Interrupted, TrainingDiverged, plural
-from nas.core.files import write_text
+from nas.core.errors import CheckpointError, Interrupted, RunError, TrainingDiverged, plural
 from nas.core.rng import derive_seed
 from nas.engine.checkpoint import (
     BEST,
@@ -40,14 +38,15 @@ from nas.engine.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from nas.engine.data import steps_per_epoch
-from nas.engine.datasets import ImageSplits
+from nas.engine.data.batches import steps_per_epoch
+from nas.engine.data.datasets import ImageSplits
+from nas.engine.data.sources import DataSource, as_source
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
-from nas.engine.importance import data_importance
+from nas.engine.data.importance import data_importance
+from nas.engine.jsonl import append_record, keep_records
 from nas.engine.run_dir import RunDir
 from nas.engine.schedule import build_scheduler
-from nas.engine.sources import DataSource, as_source
 from nas.engine.train_logging import TrainLogger, interrupted_message
 from supernets.base import Restructure, StepIO, Strategy, restore_strategy
 
@@ -77,18 +76,7 @@ def build_optimizer(params: nn.Module | list[dict[str, Any]], config: TrainConfi
 def forget_epochs_after(run: RunDir, step: int) -> None:
     """Drop the metrics.jsonl records of steps after `step`: a run killed between writing an
     epoch's record and its checkpoint (or resumed from best.pt) trains those steps again."""
-    def step_of(line: str) -> int | None:
-        try:
-            return int(json.loads(line)["step"])
-        except (ValueError, KeyError, TypeError):    # a line torn by a kill
-            return None
-
-    if not run.metrics.is_file():
-        return
-    lines = run.metrics.read_text().splitlines()
-    kept = [line for line in lines if (logged := step_of(line)) is not None and logged <= step]
-    if len(kept) < len(lines):
-        write_text(run.metrics, "".join(line + "\n" for line in kept))
+    keep_records(run.metrics, lambda record: record.get("step", step + 1) <= step, RunError)
 
 
 def clip_gradients(model: nn.Module, clip: GradClipConfig) -> None:
@@ -408,8 +396,7 @@ class Trainer:
                   **{f"val_top1_{role}": score for role, score in scores.items()}}
         logger.epoch(record)
         if self.env.is_main:
-            with open(self.run.metrics, "a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_record(self.run.metrics, record)
         mean = sum(scores.values()) / len(scores)
         if mean > self.state.best_score:
             self.state.best_score = mean

@@ -36,7 +36,7 @@ def write_fashion_subset(root: Path, n_train: int = 64, n_test: int = 32) -> Non
     if not os.path.isdir(FASHION_MNIST_DIR):
         fake_fashion_dir(root, n_train, n_test)
         return
-    from nas.engine.datasets import _FASHION_FILES, _read_idx
+    from nas.engine.data.datasets import _FASHION_FILES, _read_idx
 
     for (images_file, labels_file), count in zip(_FASHION_FILES.values(), (n_train, n_test)):
         for name in (images_file, labels_file):

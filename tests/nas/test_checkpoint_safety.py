@@ -12,7 +12,7 @@ import torch
 from nas import api, cli
 from nas.core import yaml_io
 from nas.core.config import load_config
-from nas.core.errors import CheckpointError, TrainingDiverged
+from nas.core.errors import CheckpointError, ConfigError, RunError, TrainingDiverged
 from nas.engine.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint, state_dict_mismatch
 from nas.engine.trainer import Trainer
 from tests.nas.corpus import damage_tensor_data
@@ -117,6 +117,19 @@ def test_resume_forgets_the_epochs_logged_after_its_checkpoint(trained, tmp_path
     assert cli.main(["train", str(runs / "tiny" / "config.yaml"), "--name", "tiny", "--runs-dir", str(runs),
                      "--resume", "--quiet"]) == 0
     assert metrics.read_text() == logged and json.loads(logged)["step"] == 8
+
+
+def test_resume_config_is_the_runs_own_config_checked_first(trained):
+    """The public API the CLI's --resume goes through: the name a run gets, the config it resumes with."""
+    assert api.run_name(load_config("fashion_mnist_mbv3")) == "fashion_mnist_mbv3"
+    assert api.run_name(load_config(tiny_config())) == "run"
+    saved = api.resume_config("tiny", runs_dir=trained)
+    assert saved == load_config(trained / "tiny" / "config.yaml")
+    assert api.resume_config("tiny", ["train.seed=0"], runs_dir=trained) == saved     # agrees: fine
+    with pytest.raises(ConfigError, match=r"^--set train.seed: contradicts .*config.yaml, which is authoritative"):
+        api.resume_config("tiny", ["train.seed=3"], runs_dir=trained)
+    with pytest.raises(RunError, match="^--resume: no run at .*absent to resume"):
+        api.resume_config("absent", runs_dir=trained)
 
 
 def test_checkpoint_flag_of_train_needs_resume(tmp_path, capsys):

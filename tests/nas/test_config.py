@@ -129,6 +129,18 @@ def test_data_keys_are_checked_in_one_line(capsys, override, expected):
     assert re.search(expected, lines[0]), lines[0]
 
 
+@pytest.mark.parametrize("config, override, expected", [
+    ("fashion_mnist_vit", "train.batch_size=0", "--set: train.batch_size: must be an integer >= 1, got 0"),
+    ("fashion_mnist_vit", "data.val_size=0", "--set: data.val_size: must be an integer >= 1, got 0"),
+    ("fashion_mnist_vit", "space.options.head_dim=0", "--set: space.options.head_dim: must be an integer >= 1, got 0"),
+    ("fashion_mnist_cell201", "space.options.channels=-3",
+     "--set: space.options.channels: must be an integer >= 1, got -3"),
+])
+def test_counts_below_one_are_refused_with_the_check_int_message(capsys, config, override, expected):
+    code, err = _run_cli(["space", config, "--set", override], capsys)
+    assert code == 2 and err.strip().splitlines()[-1] == f"nas space: error: {expected}", err
+
+
 def test_in_memory_cannot_apply_per_image_transforms(capsys):
     code, err = _run_cli(["space", "fashion_mnist_mbv3", "--set", "data.in_memory=true",
                           "data.augment.auto_augment=rand-m9-mstd0.5"], capsys)

@@ -1,4 +1,4 @@
-"""Tests of `nas.engine.data`: real Fashion-MNIST loading, fake CIFAR/ImageFolder trees, batching."""
+"""Tests of `nas.engine.data.batches`: real Fashion-MNIST loading, fake CIFAR/ImageFolder trees, batching."""
 from __future__ import annotations
 
 import gzip
@@ -10,12 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nas.engine import data, datasets
-from nas.engine.data import Augment
-from nas.engine.datasets import DataError, ImageSplits
+from nas.engine.data import batches as batching
+from nas.engine.data import datasets
+from nas.engine.data.batches import Augment
+from nas.engine.data.datasets import DataError, ImageSplits
 from tests.nas.fake_data import fake_fashion_dir, write_fake_cifar, write_idx
 
-FM_DIR = data.FASHION_MNIST_DIR
+FM_DIR = datasets.FASHION_MNIST_DIR
 needs_fm = pytest.mark.skipif(not os.path.isdir(FM_DIR), reason="dataset-fashion-mnist not installed")
 
 
@@ -50,7 +51,7 @@ def to_uint8(x: torch.Tensor, splits: ImageSplits) -> torch.Tensor:
 
 
 def epoch(splits, bs=8, seed=3, ep=0, **kw):
-    return list(data.train_batches(splits, bs, seed, ep, **kw))
+    return list(batching.train_batches(splits, bs, seed, ep, **kw))
 
 
 def assert_batches_equal(a, b):
@@ -61,7 +62,7 @@ def assert_batches_equal(a, b):
 
 @pytest.fixture(scope="module")
 def fm() -> ImageSplits:
-    return data.load_dataset("fashion_mnist")
+    return datasets.load_dataset("fashion_mnist")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,7 @@ def test_fashion_mnist_shapes(fm):
 @needs_fm
 def test_splits_match_independent_parse(fm, raw_train):
     images, labels = raw_train
-    train_idx, val_idx = data.split_indices(60000, 5000, None, 0)
+    train_idx, val_idx = datasets.split_indices(60000, 5000, None, 0)
     assert np.array_equal(fm.val_images[:, 0].numpy(), images[val_idx.numpy()])
     assert np.array_equal(fm.train_labels.numpy(), labels[train_idx.numpy()])
     assert np.array_equal(fm.train_images[:, 0].numpy(), images[train_idx.numpy()])
@@ -110,13 +111,13 @@ def test_mean_std_are_the_training_statistics(raw_train):
 
 @needs_fm
 def test_val_split_is_disjoint_fixed_and_independent_of_train_size(fm):
-    train_idx, val_idx = data.split_indices(60000, 5000, None, 0)
+    train_idx, val_idx = datasets.split_indices(60000, 5000, None, 0)
     assert len(set(train_idx.tolist()) | set(val_idx.tolist())) == 60000
-    small_train, small_val = data.split_indices(60000, 5000, 1000, 0)
+    small_train, small_val = datasets.split_indices(60000, 5000, 1000, 0)
     assert torch.equal(small_val, val_idx)
     assert len(small_train) == 1000 and set(small_train.tolist()) <= set(train_idx.tolist())
-    assert not torch.equal(data.split_indices(60000, 5000, None, 1)[1], val_idx)
-    small = data.load_dataset("fashion_mnist", train_size=1000)
+    assert not torch.equal(datasets.split_indices(60000, 5000, None, 1)[1], val_idx)
+    small = datasets.load_dataset("fashion_mnist", train_size=1000)
     assert torch.equal(small.val_images, fm.val_images) and torch.equal(small.val_labels, fm.val_labels)
     assert small.train_images.shape[0] == 1000 and torch.equal(small.test_images, fm.test_images)
 
@@ -129,27 +130,27 @@ def test_val_split_is_disjoint_fixed_and_independent_of_train_size(fm):
                                          ({"val_size": 5000, "train_size": 55001}, "data.train_size")])
 def test_bad_sizes_name_the_key(kwargs, key):
     with pytest.raises(DataError, match=key) as err:
-        data.load_dataset("fashion_mnist", **kwargs)
+        datasets.load_dataset("fashion_mnist", **kwargs)
     assert "from 1 to" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_missing_fashion_mnist(tmp_path):
     for root in (tmp_path / "nope", tmp_path):
         with pytest.raises(DataError) as err:
-            data.load_dataset("fashion_mnist", root=str(root))
+            datasets.load_dataset("fashion_mnist", root=str(root))
         msg = str(err.value)
         assert "apt-get install dataset-fashion-mnist" in msg and "data.root" in msg and "\n" not in msg
 
 
 def test_fake_fashion_dir_loads_exactly(tmp_path):
     arrays = fake_fashion_dir(tmp_path)
-    splits = data.load_dataset("fashion_mnist", root=str(tmp_path), val_size=10, split_seed=5)
-    train_idx, val_idx = data.split_indices(40, 10, None, 5)
+    splits = datasets.load_dataset("fashion_mnist", root=str(tmp_path), val_size=10, split_seed=5)
+    train_idx, val_idx = datasets.split_indices(40, 10, None, 5)
     images, labels = arrays["train"]
     assert np.array_equal(splits.val_images[:, 0].numpy(), images[val_idx.numpy()])
     assert np.array_equal(splits.train_labels.numpy(), labels[train_idx.numpy()])
     assert np.array_equal(splits.test_images[:, 0].numpy(), arrays["t10k"][0])
-    resized = data.load_dataset("fashion_mnist", root=str(tmp_path), val_size=10, image_size=14)
+    resized = datasets.load_dataset("fashion_mnist", root=str(tmp_path), val_size=10, image_size=14)
     assert resized.image_size == 14 and resized.test_images.shape == (12, 1, 14, 14)
 
 
@@ -169,14 +170,14 @@ def test_corrupt_idx_file_is_named(tmp_path, fault, words):
     else:
         target.write_bytes(b"not gzip at all")
     with pytest.raises(DataError, match=words) as err:
-        data.load_dataset("fashion_mnist", root=str(tmp_path), val_size=10)
+        datasets.load_dataset("fashion_mnist", root=str(tmp_path), val_size=10)
     assert target.name in str(err.value)
 
 
 def test_unknown_dataset_and_split():
     with pytest.raises(DataError, match="data.name") as err:
-        data.load_dataset("mnist2")
-    assert all(name in str(err.value) for name in data.DATASETS)
+        datasets.load_dataset("mnist2")
+    assert all(name in str(err.value) for name in datasets.DATASETS)
     with pytest.raises(DataError, match="'bogus'.*train, val, test"):
         make_splits().split("bogus")
 
@@ -191,12 +192,12 @@ def test_fake_cifar_loads(tmp_path, monkeypatch, name, train_files):
     # torchvision always checks md5 sums (download or not): fake files cannot pass it.
     folder = "cifar-10-batches-py" if name == "cifar10" else "cifar-100-python"
     with pytest.raises(DataError, match=f"data.root: {name} not found.*{folder}"):
-        data.load_dataset(name, root=str(tmp_path), val_size=2)
+        datasets.load_dataset(name, root=str(tmp_path), val_size=2)
     monkeypatch.setattr(tv_cifar, "check_integrity", lambda *args, **kwargs: True)
-    splits = data.load_dataset(name, root=str(tmp_path), val_size=2)
+    splits = datasets.load_dataset(name, root=str(tmp_path), val_size=2)
     rows = np.concatenate([written[f][0] for f in train_files])
     labels = sum((written[f][1] for f in train_files), [])
-    train_idx, val_idx = data.split_indices(len(rows), 2, None, 0)
+    train_idx, val_idx = datasets.split_indices(len(rows), 2, None, 0)
     expected = torch.from_numpy(rows.reshape(-1, 3, 32, 32))  # CIFAR rows are R, G, B planes
     assert splits.num_classes == (10 if name == "cifar10" else 100)
     assert (splits.in_chans, splits.image_size, len(splits.mean)) == (3, 32, 3)
@@ -210,7 +211,7 @@ def test_fake_cifar_loads(tmp_path, monkeypatch, name, train_files):
 def test_cifar_missing(tmp_path):
     for root in (None, str(tmp_path)):
         with pytest.raises(DataError, match="cifar-10-batches-py.*data.root.*never downloads"):
-            data.load_dataset("cifar10", root=root)
+            datasets.load_dataset("cifar10", root=root)
     assert not any(tmp_path.iterdir())  # nothing was downloaded
 
 
@@ -230,7 +231,7 @@ def write_image_tree(root):
 
 def test_image_folder_loads(tmp_path):
     write_image_tree(tmp_path)
-    splits = data.load_dataset("imagefolder", root=str(tmp_path), image_size=8, val_size=2)
+    splits = datasets.load_dataset("imagefolder", root=str(tmp_path), image_size=8, val_size=2)
     assert (splits.num_classes, splits.in_chans, splits.image_size) == (3, 3, 8)
     assert splits.train_images.shape == (8, 3, 8, 8) and splits.val_images.shape == (2, 3, 8, 8)
     assert splits.test_images.shape == (4, 3, 8, 8)
@@ -246,31 +247,31 @@ def test_image_folder_loads(tmp_path):
 
 def test_image_folder_errors(tmp_path):
     with pytest.raises(DataError, match="data.image_size"):
-        data.load_dataset("imagefolder", root=str(tmp_path))
+        datasets.load_dataset("imagefolder", root=str(tmp_path))
     with pytest.raises(DataError, match="data.root.*train"):
-        data.load_dataset("imagefolder", root=str(tmp_path), image_size=8)
+        datasets.load_dataset("imagefolder", root=str(tmp_path), image_size=8)
 
 
 # ------------------------------------------------------------------------------ batching
 def test_normalize():
     images = torch.randint(0, 256, (4, 3, 5, 5), dtype=torch.uint8)
     mean, std = (0.1, 0.5, 0.9), (0.2, 0.3, 0.4)
-    out = data.normalize(images, mean, std)
+    out = batching.normalize(images, mean, std)
     expected = (images.double() / 255 - torch.tensor(mean, dtype=torch.float64).view(3, 1, 1)) \
         / torch.tensor(std, dtype=torch.float64).view(3, 1, 1)
     assert out.dtype == torch.float32 and out.is_contiguous()
     assert torch.allclose(out.double(), expected, atol=1e-6)
     with pytest.raises(DataError, match="channels"):
-        data.normalize(images, (0.5,), (0.5,))
+        batching.normalize(images, (0.5,), (0.5,))
 
 
 def test_steps_per_epoch_and_batch_size_errors():
-    assert data.steps_per_epoch(10, 3) == 3 and data.steps_per_epoch(10, 10) == 1
+    assert batching.steps_per_epoch(10, 3) == 3 and batching.steps_per_epoch(10, 10) == 1
     for bad in (0, 11, 2.0):
         with pytest.raises(DataError, match="train.batch_size"):
-            data.steps_per_epoch(10, bad)
+            batching.steps_per_epoch(10, bad)
     with pytest.raises(DataError, match="train.batch_size.*divisible"):
-        data.train_batches(make_splits(), 9, seed=0, epoch=0, world_size=2)
+        batching.train_batches(make_splits(), 9, seed=0, epoch=0, world_size=2)
 
 
 def test_epoch_is_a_permutation_of_full_batches():
@@ -282,7 +283,7 @@ def test_epoch_is_a_permutation_of_full_batches():
     for x, y in batches:
         assert x.shape == (8, 3, 8, 8) and x.dtype == torch.float32 and x.is_contiguous()
         assert y.dtype == torch.int64
-        assert torch.equal(x, data.normalize(splits.train_images[y], splits.mean, splits.std))
+        assert torch.equal(x, batching.normalize(splits.train_images[y], splits.mean, splits.std))
 
 
 def test_order_and_augment_reproducible_per_seed_and_epoch():
@@ -298,10 +299,10 @@ def test_no_global_rng_used():
     splits, aug = make_splits(), Augment(crop_padding=1, hflip=True)
     torch.manual_seed(1)
     state = torch.get_rng_state()
-    a = epoch(splits, augment=aug) + data.calibration_batches(splits, 2, 4, seed=0, augment=aug)
+    a = epoch(splits, augment=aug) + batching.calibration_batches(splits, 2, 4, seed=0, augment=aug)
     assert torch.equal(torch.get_rng_state(), state)
     torch.manual_seed(2)
-    b = epoch(splits, augment=aug) + data.calibration_batches(splits, 2, 4, seed=0, augment=aug)
+    b = epoch(splits, augment=aug) + batching.calibration_batches(splits, 2, 4, seed=0, augment=aug)
     assert_batches_equal(a, b)
 
 
@@ -311,7 +312,7 @@ def test_start_step_yields_the_tail():
     for k in (0, 1, 4, 6):
         assert_batches_equal(epoch(splits, start_step=k, augment=aug), full[k:])
     with pytest.raises(DataError, match="start step"):
-        data.train_batches(splits, 8, 3, 0, start_step=7)
+        batching.train_batches(splits, 8, 3, 0, start_step=7)
 
 
 @pytest.mark.parametrize("world_size", [2, 4])
@@ -338,13 +339,13 @@ def test_crop_flip_equals_naive_loop():
     g = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (16, 3, 7, 7), dtype=torch.uint8, generator=g)
     for pad, hflip in ((2, False), (3, True), (0, True)):
-        oy, ox, flip = data.draw_augment(Augment(pad, hflip), 16, g)
+        oy, ox, flip = batching.draw_augment(Augment(pad, hflip), 16, g)
         assert int(oy.max()) <= 2 * pad and int(oy.min()) >= 0
         expected = naive_crop_flip(images, oy, ox, flip, pad)
-        assert torch.equal(data.crop_flip(images, oy, ox, flip, pad), expected)
+        assert torch.equal(batching.crop_flip(images, oy, ox, flip, pad), expected)
     flip = torch.tensor([True, False] * 8)
     zeros = torch.zeros(16, dtype=torch.long)
-    out = data.crop_flip(images, zeros, zeros, flip, 0)
+    out = batching.crop_flip(images, zeros, zeros, flip, 0)
     assert torch.equal(out[flip], images[flip].flip(-1)) and torch.equal(out[~flip], images[~flip])
 
 
@@ -370,28 +371,28 @@ def test_train_batches_apply_valid_crops_and_flips():
 def test_eval_batches_sequential_with_partial_last():
     splits = make_splits(n=50)
     images, labels = splits.train_images, splits.train_labels
-    batches = list(data.eval_batches(images, labels, 16, splits.mean, splits.std))
+    batches = list(batching.eval_batches(images, labels, 16, splits.mean, splits.std))
     assert [len(y) for _, y in batches] == [16, 16, 16, 2]
     assert torch.equal(torch.cat([y for _, y in batches]), torch.arange(50))
     assert torch.equal(torch.cat([x for x, _ in batches]),
-                       data.normalize(splits.train_images, splits.mean, splits.std))
+                       batching.normalize(splits.train_images, splits.mean, splits.std))
     with pytest.raises(DataError, match="batch_size"):
-        data.eval_batches(splits.train_images, splits.train_labels, 0, splits.mean, splits.std)
+        batching.eval_batches(splits.train_images, splits.train_labels, 0, splits.mean, splits.std)
 
 
 def test_calibration_batches_fixed_and_capped():
     splits, aug = make_splits(n=50), Augment(crop_padding=1, hflip=True)
-    a = data.calibration_batches(splits, 3, 8, seed=7)
+    a = batching.calibration_batches(splits, 3, 8, seed=7)
     assert isinstance(a, list) and [len(y) for _, y in a] == [8, 8, 8]
     assert len(set(torch.cat([y for _, y in a]).tolist())) == 24
-    assert_batches_equal(a, data.calibration_batches(splits, 3, 8, seed=7))
-    assert not torch.equal(a[0][1], data.calibration_batches(splits, 3, 8, seed=8)[0][1])
-    capped = data.calibration_batches(splits, 10, 8, seed=7)
+    assert_batches_equal(a, batching.calibration_batches(splits, 3, 8, seed=7))
+    assert not torch.equal(a[0][1], batching.calibration_batches(splits, 3, 8, seed=8)[0][1])
+    capped = batching.calibration_batches(splits, 10, 8, seed=7)
     assert sum(len(y) for _, y in capped) == 50 and len(capped) == 7
-    augmented = data.calibration_batches(splits, 3, 8, seed=7, augment=aug)
+    augmented = batching.calibration_batches(splits, 3, 8, seed=7, augment=aug)
     assert [torch.equal(y1, y2) for (_, y1), (_, y2) in zip(a, augmented)] == [True] * 3
     assert not torch.equal(augmented[0][0], a[0][0])
-    assert_batches_equal(augmented, data.calibration_batches(splits, 3, 8, seed=7, augment=aug))
+    assert_batches_equal(augmented, batching.calibration_batches(splits, 3, 8, seed=7, augment=aug))
 
 
 def test_augment_and_splits_validation():

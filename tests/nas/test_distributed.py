@@ -9,7 +9,7 @@ import torch
 from nas import api
 from nas.core.config import load_config
 from nas.engine.checkpoint import load_checkpoint
-from nas.engine.data import Augment, train_batches
+from nas.engine.data.batches import Augment, train_batches
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer
 from supernets.base import StepIO

@@ -23,10 +23,10 @@ from nas.core.arch import arch_id
 from nas.core.config import load_config
 from nas.core.registry import ESTIMATORS
 from nas.core.rng import derive_seed
-from nas.engine.datasets import load_dataset
+from nas.engine.data.build import build_source
+from nas.engine.data.datasets import load_dataset
 from nas.engine.rank_stats import macs_terciles, top_k_overlap
 from nas.engine.recipe import load_recipe
-from nas.engine.sources import build_source
 from nas.engine.standalone import train_standalone
 from tests.nas.test_cli_runs import _one_line_error
 from tests.nas.safety import copy_run, folder_digests, read_only, wait_for
@@ -144,6 +144,16 @@ def shared_truth(tmp_path_factory) -> tuple[Path, dict]:
     """A ground truth of the tiny space (min and max, 1 epoch), trained in this process."""
     folder = tmp_path_factory.mktemp("truth")
     return folder, api.ground_truth(load_config(tiny_config()), folder, archs=2, epochs=1, progress=False)
+
+
+def test_ground_truth_returns_a_typed_result_with_the_dicts_keys(shared_truth):
+    folder, truth = shared_truth
+    assert isinstance(truth, api.GroundTruthResult) and folder in truth.dir.parents and truth.new == 2
+    assert truth["dir"] == str(truth.dir) and truth["records"] is truth.records and len(truth.records) == 2
+    assert truth.seed_kendall_tau is None and truth["seed_spearman_rho"] is None     # one seed
+    plain = json.loads(json.dumps(truth.to_json()))
+    assert plain["recipe"] == truth.recipe.to_dict() and plain["recipe_digest"] == truth.recipe_digest
+    assert list(plain) == ["dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho", "new"]
 
 
 def test_two_workers_give_the_numbers_of_one(runs, tmp_path, shared_truth):

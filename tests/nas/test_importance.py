@@ -12,12 +12,12 @@ import torch.nn.functional as F
 from nas import api
 from nas.core.config import load_config
 from nas.core.errors import ConfigError
-from nas.engine.data import epoch_order
-from nas.engine.datasets import load_dataset
+from nas.engine.data.batches import epoch_order
+from nas.engine.data.datasets import load_dataset
 from nas.engine.distributed import DistEnv
-from nas.engine.importance import DataImportance, data_importance, example_norms
+from nas.engine.data.importance import DataImportance, data_importance, example_norms
 from nas.engine.run_dir import RunDir
-from nas.engine.sources import in_memory_source
+from nas.engine.data.sources import in_memory_source
 from nas.engine.trainer import Trainer
 from tests.nas.helpers import resumed_api_run, two_gloo_ranks
 from tests.nas.tiny import tiny_config

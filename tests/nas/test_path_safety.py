@@ -62,11 +62,11 @@ def test_device_is_cpu_cuda_or_cuda_n_of_this_machine(trained, capsys, verb, dev
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["search", "--workers", "0"], "--workers: must be >= 1, got 0"),
-    (["search", "--workers", "-2"], "--workers: must be >= 1, got -2"),
-    (["search", "--batch", "0"], "--batch: must be >= 1, got 0"),
-    (["latency-table", "--batch", "0"], "--batch: must be >= 1, got 0"),
-    (["latency-table", "--threads", "0"], "--threads: must be >= 1, got 0"),
+    (["search", "--workers", "0"], "--workers: must be an integer >= 1, got 0"),
+    (["search", "--workers", "-2"], "--workers: must be an integer >= 1, got -2"),
+    (["search", "--batch", "0"], "--batch: must be an integer >= 1, got 0"),
+    (["latency-table", "--batch", "0"], "--batch: must be an integer >= 1, got 0"),
+    (["latency-table", "--threads", "0"], "--threads: must be an integer >= 1, got 0"),
 ])
 def test_process_counts_must_be_positive(trained, capsys, argv, message):
     before = folder_digests(trained)

@@ -108,7 +108,7 @@ def test_bad_arguments_are_reported(space, evaluate, search_dir):
         run_search(space, evaluate, SearchPlan(trials=5), search_dir, constraints=Constraints(max_latency_ms=1.0))
     with pytest.raises(ConfigError, match="--max-macs: must be > 0, got -1"):
         Constraints(max_macs=-1)
-    with pytest.raises(ConfigError, match="--trials: must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match="--trials: must be an integer >= 1, got 0"):
         run_search(space, evaluate, SearchPlan(trials=0), search_dir)
     with pytest.raises(SearchError, match=r"evaluate: returned val_top1=93.0 for arch \w+; expected a fraction"):
         run_search(space, lambda arch: {"val_top1": 93.0}, SearchPlan(trials=2),

@@ -15,10 +15,11 @@ from nas import api, cli
 from nas.core import yaml_io
 from nas.core.config import load_config
 from nas.core.errors import DataError
-from nas.engine import datasets
 from nas.engine.checkpoint import load_checkpoint
-from nas.engine.sources import InMemorySource, build_source
-from nas.engine.streaming import StreamingSource
+from nas.engine.data import datasets
+from nas.engine.data.build import build_source
+from nas.engine.data.sources import InMemorySource
+from nas.engine.data.streaming import StreamingSource
 from tests.nas.fake_data import write_png_tree
 from tests.nas.helpers import ROOT, straight_and_resumed, torchrun
 from tests.nas.stream_ddp_job import digest
@@ -105,7 +106,7 @@ def test_imagefolder_decodes_only_what_a_batch_needs(tree, monkeypatch):
         opened.append(path)
         return load_rgb(path)
 
-    monkeypatch.setattr("nas.engine.samples.load_rgb", counting)
+    monkeypatch.setattr("nas.engine.data.images.load_rgb", counting)
     streamed = source(root)
     assert opened == []                                   # listing decodes nothing
     images, labels = next(iter(streamed.train_batches(8, 0, 0)))
@@ -234,7 +235,7 @@ def test_two_gloo_ranks_stream_disjoint_shards_of_each_global_batch(tmp_path, tr
 _CTRL_C_DURING_EVALUATION = """
 import os, signal
 from nas.core.config import load_config
-from nas.engine.sources import build_source
+from nas.engine.data.build import build_source
 from tests.nas.tiny import tiny_config
 
 config = tiny_config()

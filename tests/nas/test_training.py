@@ -129,7 +129,7 @@ def test_sandwich_step_runs_2_plus_n_passes_and_the_teacher_has_no_gradient(tmp_
 
     strategy.distill.__class__.__call__ = spy
     try:
-        from nas.engine.datasets import load_dataset
+        from nas.engine.data.datasets import load_dataset
         splits = load_dataset("fashion_mnist", val_size=512, train_size=1024)
         trainer = Trainer(config, strategy, splits, api.RunDir(tmp_path / "r"), progress=False)
         x, y = splits.train_images[:64].float() / 255, splits.train_labels[:64]

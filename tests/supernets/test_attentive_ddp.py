@@ -13,7 +13,7 @@ def _rank(rank: int, store: str, cache_dir: str, results) -> None:
 
     from nas import api
     from nas.core.config import load_config
-    from nas.engine.datasets import load_dataset
+    from nas.engine.data.datasets import load_dataset
     from nas.engine.distributed import DistEnv
     from nas.engine.run_dir import RunDir
     from nas.engine.trainer import Trainer

@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from nas import api, cli
 from nas.core.config import load_config
 from nas.core.errors import ConfigError
-from nas.engine.datasets import load_dataset
+from nas.engine.data.datasets import load_dataset
 from nas.engine.run_dir import RunDir
 from nas.engine.schedule import build_scheduler
 from nas.engine.trainer import Trainer

@@ -12,7 +12,7 @@ from nas.cli import main
 from nas.core.config import load_config
 from nas.core.errors import ConfigError
 from nas.engine.counting import counted_flops, parameter_count
-from nas.engine.datasets import load_dataset
+from nas.engine.data.datasets import load_dataset
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer
 from supernets.mixture import MixtureOptions, MixtureSource, apply_mixture, parity_scales

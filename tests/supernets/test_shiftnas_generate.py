@@ -50,6 +50,17 @@ def test_generate_writes_an_arch_within_the_budget_with_its_exact_macs(runs, cap
     assert default["file"] == str(runs / "shift" / "generate" / f"{default['arch_id']}.yaml")
 
 
+def test_generate_returns_a_typed_result_whose_json_is_what_the_cli_prints(runs, capsys, tmp_path):
+    run = api.load_run("shift", runs)
+    result = api.generate(run, "50%", out=tmp_path / "a.yaml")
+    assert isinstance(result, api.GenerateResult) and result.file == tmp_path / "a.yaml"
+    assert read_arch_file(result.file) == result.arch and result["file"] == str(result.file)
+    printed = _json(capsys, ["generate", "shift", "--runs-dir", str(runs), "--max-macs", "50%", "--out",
+                             str(tmp_path / "a.yaml"), "--json"])
+    assert printed == json.loads(json.dumps(result.to_json()))
+    assert list(printed) == ["arch", "arch_id", "macs", "params", "max_macs", "attempts", "shrunk", "file"]
+
+
 def test_generate_rejects_a_budget_below_the_min_subnet_and_a_run_without_generator(runs, capsys):
     assert cli.main(["generate", "shift", "--runs-dir", str(runs), "--max-macs", "1K"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

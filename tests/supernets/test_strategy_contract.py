@@ -23,7 +23,7 @@ from nas.core.arch import arch_id
 from nas.core.config import load_config
 from nas.core.registry import DISTILL_LOSSES, SAMPLERS, STRATEGIES
 from nas.engine.checkpoint import load_checkpoint, save_checkpoint
-from nas.engine.datasets import load_dataset
+from nas.engine.data.datasets import load_dataset
 from nas.engine.distributed import DistEnv
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer

@@ -13,7 +13,7 @@ from nas import api
 from nas.core.config import load_config
 from nas.core.errors import Interrupted
 from nas.engine.checkpoint import load_checkpoint
-from nas.engine.datasets import load_dataset
+from nas.engine.data.datasets import load_dataset
 from nas.engine.evaluator import Evaluator
 from nas.engine.exporter import max_abs_difference
 from nas.engine.trainer import Trainer

@@ -1,4 +1,4 @@
-"""Deterministic, vectorised batching of in-memory datasets (see `nas.engine.datasets`).
+"""Deterministic, vectorised batching of in-memory datasets (see `nas.engine.data.datasets`).
 
 `train_batches` yields the batches of one epoch. The order is a pure function of (seed, epoch)
 and the augmentation of step t a pure function of (seed, epoch, t), drawn for the whole global
@@ -15,16 +15,7 @@ import torch.nn.functional as F
 
 from nas.core.errors import DataError, clip
 from nas.core.rng import torch_generator
-from nas.engine.datasets import (  # noqa: F401
-    DATASETS,
-    FASHION_MNIST_DIR,
-    SPLITS,
-    ImageSplits,
-    _is_int,
-    dataset_info,
-    load_dataset,
-    split_indices,
-)
+from nas.engine.data.datasets import ImageSplits, _is_int
 
 
 @dataclass(frozen=True)

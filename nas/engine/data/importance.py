@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from nas.core.config import RunConfig
 from nas.core.errors import ConfigError
 from nas.core.rng import torch_generator
-from nas.engine.data import epoch_order
-from nas.engine.sources import DataSource, InMemorySource
+from nas.engine.data.batches import epoch_order
+from nas.engine.data.sources import DataSource, InMemorySource
 
 
 def example_norms(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

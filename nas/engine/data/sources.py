@@ -1,7 +1,7 @@
 """Where batches come from: one small interface, two implementations.
 
 `InMemorySource` cuts batches out of uint8 tensors held in memory (vectorised, see
-`nas.engine.data`); `StreamingSource` (`nas.engine.streaming`) reads images through a
+`nas.engine.data.batches`); `StreamingSource` (`nas.engine.data.streaming`) reads images through a
 `torch.utils.data.DataLoader` with worker processes. Both follow the same rules: the order of
 epoch e is a pure function of (seed, e), batch augmentation of step t a pure function of
 (seed, e, t), each DDP rank takes its contiguous rows of every global batch, and a run resumes
@@ -18,8 +18,8 @@ import torch
 
 from nas.core.config import DataConfig
 from nas.core.rng import torch_generator
-from nas.engine.augment import BatchMixer, batch_mixer
-from nas.engine.data import (
+from nas.engine.data.augment import BatchMixer, batch_mixer
+from nas.engine.data.batches import (
     Augment,
     calibration_batches,
     epoch_slice,
@@ -28,7 +28,7 @@ from nas.engine.data import (
     rank_share,
     train_batches,
 )
-from nas.engine.datasets import ImageSplits, load_dataset
+from nas.engine.data.datasets import ImageSplits
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -129,23 +129,6 @@ class InMemorySource(DataSource):
         images, labels = self.splits.split(split)
         return [(normalize(images[idx], self.mean, self.std), labels[idx])
                 for idx in sample_order(len(labels), count, batch_size, seed, split)]
-
-
-def build_source(config: DataConfig, pin_memory: bool = False) -> DataSource:
-    """The data source a config asks for (`data.in_memory`, see `DataConfig.streams`).
-
-    Args:
-        config: The `data` section.
-        pin_memory: Hand out batches in pinned memory (for fast copies to a CUDA device);
-            only the streaming path pins.
-    """
-    if config.streams:
-        from nas.engine.streaming import streaming_source
-
-        return streaming_source(config, pin_memory)
-    splits = load_dataset(config.name, config.root, config.val_size, config.train_size, config.split_seed,
-                          config.image_size)
-    return in_memory_source(splits, config)
 
 
 def in_memory_source(splits: ImageSplits, config: DataConfig | None = None) -> InMemorySource:

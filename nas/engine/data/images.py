@@ -19,8 +19,8 @@ import torch
 from torch.utils.data import Dataset, default_collate
 
 from nas.core.errors import DataError
-from nas.engine.augment import seeded_globals
-from nas.engine.datasets import decode_transform, load_rgb
+from nas.engine.data.augment import seeded_globals
+from nas.engine.data.datasets import decode_transform, load_rgb
 
 
 class Unreadable(NamedTuple):

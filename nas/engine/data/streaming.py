@@ -2,7 +2,7 @@
 
 ImageFolder images are decoded lazily, one per sample, in `data.workers` worker processes, so
 memory stays bounded whatever the size of the tree. The batch sampler follows the in-memory
-path's rules (see `nas.engine.sources`): epoch e's order is the permutation of (seed, e); like
+path's rules (see `nas.engine.data.sources`): epoch e's order is the permutation of (seed, e); like
 a `DistributedSampler` each DDP rank reads a disjoint shard of it, here its contiguous rows of
 every global batch, so the ranks' batches of step t make up the one-process batch of step t;
 a resumed run starts the sampler at its step. Without per-image transforms, samples stay uint8
@@ -22,8 +22,8 @@ from torch.utils.data import DataLoader
 from nas.core.config import AugmentConfig, DataConfig
 from nas.core.errors import DataError, clip
 from nas.core.rng import torch_generator
-from nas.engine.augment import batch_mixer, image_transform
-from nas.engine.data import (
+from nas.engine.data.augment import batch_mixer, image_transform
+from nas.engine.data.batches import (
     Augment,
     augment_generator,
     augment_rows,
@@ -33,7 +33,7 @@ from nas.engine.data import (
     normalize,
     rank_share,
 )
-from nas.engine.datasets import (
+from nas.engine.data.datasets import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     SPLITS,
@@ -42,8 +42,8 @@ from nas.engine.datasets import (
     load_dataset,
     split_indices,
 )
-from nas.engine.samples import FileImages, ImageSet, SampleDataset, TensorImages, checked, collate
-from nas.engine.sources import Batch, DataSource, mix, sample_order
+from nas.engine.data.images import FileImages, ImageSet, SampleDataset, TensorImages, checked, collate
+from nas.engine.data.sources import Batch, DataSource, mix, sample_order
 
 
 class EpochSampler:
