@@ -105,6 +105,7 @@ class GroundTruthResult(JsonResult):
     records: list[dict[str, Any]]
     seed_kendall_tau: float | None
     seed_spearman_rho: float | None
+    seed_within_bin_tau: float | None
     new: int
 
     def to_json(self) -> dict[str, Any]:

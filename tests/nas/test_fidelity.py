@@ -153,7 +153,8 @@ def test_ground_truth_returns_a_typed_result_with_the_dicts_keys(shared_truth):
     assert truth.seed_kendall_tau is None and truth["seed_spearman_rho"] is None     # one seed
     plain = json.loads(json.dumps(truth.to_json()))
     assert plain["recipe"] == truth.recipe.to_dict() and plain["recipe_digest"] == truth.recipe_digest
-    assert list(plain) == ["dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho", "new"]
+    assert list(plain) == ["dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho",
+                           "seed_within_bin_tau", "new"]
 
 
 def test_two_workers_give_the_numbers_of_one(runs, tmp_path, shared_truth):
@@ -233,7 +234,8 @@ def test_recipe_overrides_and_what_its_digest_ignores(tmp_path):
 
 def test_search_on_a_real_supernet_never_loses_to_the_min_subnet(runs, tmp_path):
     run = api.load_run("tiny", runs)
-    result = api.search(run, "random", max_macs="50%", trials=3, out=tmp_path / "search", progress=False)
+    result = api.search(run, "random", max_macs="50%", trials=3, out=tmp_path / "search", progress=False,
+                        score="supernet")     # not `auto`: other tests leave fidelity summaries in this run
     records = _lines(tmp_path / "search" / "results.jsonl")
     assert records[0]["arch_id"] == arch_id(run.space.min()) and records[0]["anchor"] is True
     assert len(records) == 3 and arch_id(run.space.max()) not in {r["arch_id"] for r in records}
