@@ -27,9 +27,8 @@ from nas import api  # noqa: E402
 from nas.core.arch import arch_id  # noqa: E402
 from nas.engine.fidelity import plan, standalone_record  # noqa: E402
 from nas.engine.fidelity_estimators import SUPERNET, build_estimators, default_names, needs_batches  # noqa: E402
-from nas.engine.fidelity_report import TAU_BINS, estimator_summary, format_estimators  # noqa: E402
+from nas.engine.fidelity_report import estimator_summary, format_estimators, seed_agreement  # noqa: E402
 from nas.engine.ground_truth import recipe_source  # noqa: E402
-from nas.engine.rank_stats import finite_or_none, kendall_tau_b, macs_terciles, within_bin_tau  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
 
 BATCHES, BATCH_SIZE = 2, 64     # as `nas fidelity` scores its estimators
@@ -75,13 +74,7 @@ def main() -> None:
         for record, value in zip(records, estimator.scores(archs, context)):
             record.setdefault("estimators", {})[name] = value
     summary = {**estimator_summary(records, list(estimators), seed=0), "top_k": max(1, len(records) // 4),
-               "seed_kendall_tau": None, "seed_within_bin_tau": None}
-    if args.seeds >= 2:
-        first = [r["standalone_test_top1_seeds"][0] for r in records]
-        second = [r["standalone_test_top1_seeds"][1] for r in records]
-        bins = macs_terciles([r["macs"] for r in records], TAU_BINS)
-        summary["seed_kendall_tau"] = finite_or_none(kendall_tau_b(first, second))
-        summary["seed_within_bin_tau"] = finite_or_none(within_bin_tau(first, second, bins))
+               **seed_agreement(records, args.seeds)}
     summary["verdict"] = "no supernet in this comparison (run-free estimators only)"
     print(f"ground truth {measured.truth.folder}: {len(records)} of {len(measured.archs)} archs with "
           f"{args.seeds} seed(s) cached; standalone test top-1 "

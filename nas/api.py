@@ -314,7 +314,7 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     check_writable(out if out is not None else run.dir.fidelity(""), "--out" if out is not None else "RUN")
     measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
                     recipe=recipe, selection_seed=selection_seed)
-    run.data
+    _ = run.data     # loads (and so checks) the run's data before any evaluation or folder
     ident = measured.ident() + ("" if run.checkpoint.name == LAST else f"-{run.checkpoint.stem}")
     settings = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,
                 "space": run.space.name, "space_fingerprint": run.space.fingerprint(),
