@@ -49,7 +49,7 @@ from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resum
 from nas.search_api import latency_table, resolve_budget, search
 
 if TYPE_CHECKING:
-    from nas.engine.fidelity import FidelityResult
+    from nas.engine.results import FidelityResult
     from nas.engine.recipe import Recipe
 
 __all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "GenerateResult", "GroundTruthResult", "Run",
@@ -295,7 +295,7 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     a list; default `supernet` and every cheap registered estimator; `supernet`, `macs` and
     `params` always) are scored on the same archs, proxies averaged over `init_seeds`
     initialisations on 2 seeded batches of 64 training images, and reported beside the
-    supernet with a verdict. Returns a `nas.engine.fidelity.FidelityResult`. Workers are started with multiprocessing's spawn
+    supernet with a verdict. Returns a `nas.engine.results.FidelityResult`. Workers are started with multiprocessing's spawn
     method: a script that calls this with `workers > 1` needs an `if __name__ == "__main__":` guard.
     """
     from nas.engine.fidelity import check_arguments, plan, run_fidelity

@@ -19,7 +19,7 @@ from nas.engine.run import Run, arch_generator, build_supernet, load_run
 from nas.engine.run_dir import check_name
 
 if TYPE_CHECKING:
-    from nas.engine.search_runner import SearchResult
+    from nas.engine.results import SearchResult
 
 
 def _search_id(searcher: str, constraints: Any, seed: int, study: str | None, score: str = "supernet") -> str:

@@ -40,20 +40,11 @@ from nas.engine.ground_truth import GroundTruth, ModelFactory, recipe_source, st
 from nas.engine.jsonl import append_record, read_records
 from nas.engine.recipe import Recipe, load_recipe, with_effective_warmup
 from nas.engine.standalone import total_steps
+from nas.engine.results import FidelityResult
 from search_spaces.base import ArchSpace
 
 SETTINGS_FILE = "fidelity.json"
 _CHECKED = ("space_fingerprint", "arch_ids", "recipe_digest", "seeds", "checkpoint", "step")
-
-
-@dataclass
-class FidelityResult:
-    """Outcome of `run_fidelity`: the summary, one record per arch, and the trainings run now."""
-
-    dir: Path
-    summary: dict[str, Any]
-    records: list[dict[str, Any]]
-    new: int
 
 
 def standalone_record(arch: Arch, seeds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

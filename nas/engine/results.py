@@ -1,6 +1,6 @@
 """Typed results of the API's stages: what `nas.train` (and `nas.train_summary`),
-`nas.evaluate`, `nas.export_subnet`, `nas.api.generate` and `nas.ground_truth` return (the
-search's `SearchResult` lives with the search loop, `FidelityResult` with the fidelity stage).
+`nas.evaluate`, `nas.export_subnet`, `nas.search`, `nas.api.generate`, `nas.ground_truth`,
+`nas.fidelity` and a standalone training return, in one place.
 
 Each is a dataclass with `to_json()` (what the CLI's `--json` prints); `result["top1"]` reads
 that JSON too, so scripts written against plain dicts keep working.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ import torch
 
 from nas.core.arch import Arch
 from nas.core.errors import NasError, RunError
+from nas.core.pareto import Record
 from nas.engine.checkpoint import LAST
 from nas.engine.jsonl import read_records
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, find_run
@@ -140,6 +141,84 @@ def train_summary(run: RunDir | str | Path, runs_dir: str | Path = DEFAULT_RUNS_
     path = run.checkpoints / LAST
     step = int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"]) if path.is_file() else 0
     return TrainSummary(run.root, run.name, step, last.get("epoch"), scores, path if path.is_file() else None)
+
+
+@dataclass(frozen=True)
+class StandaloneResult:
+    """Test accuracy (fractions) of a standalone-trained model and what the training took."""
+
+    test_top1: float
+    test_top5: float
+    steps: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class FidelityResult:
+    """Outcome of `run_fidelity`: the summary, one record per arch, and the trainings run now."""
+
+    dir: Path
+    summary: dict[str, Any]
+    records: list[dict[str, Any]]
+    new: int
+
+
+@dataclass
+class SearchResult:
+    """Outcome of `run_search`: the best arch and where everything was written.
+
+    Attributes:
+        best: The best arch (highest score within the budgets), canonical.
+        arch_id, val_top1, macs, params, latency_ms: Its id and metrics (val_top1 None when
+            the score did not evaluate the supernet; latency predicted by the table, None
+            without one).
+        dir: The search directory.
+        evaluated: Evaluations in the search (all workers of a shared study).
+        new: Evaluations made by this call (0 when re-run on a finished search).
+        record: The best arch's results.jsonl record.
+        latency_check: Predicted vs measured latency of `best` (None without a table and export).
+        notes: Things the caller should tell the user (fewer feasible archs than asked...).
+        front: The records on the Pareto front of the score against MACs, by increasing MACs.
+        trials: Every evaluated record of the search (results.jsonl), in trial order; for a
+            population score, with `score_value` the final one (the told one in `score_told`).
+        score, score_value: What ranked the candidates and the best arch's value of it.
+    """
+
+    best: Arch
+    arch_id: str
+    val_top1: float | None
+    macs: int
+    params: int
+    latency_ms: float | None
+    dir: Path
+    evaluated: int
+    new: int
+    record: Record
+    latency_check: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    front: list[Record] = field(default_factory=list)
+    trials: list[Record] = field(default_factory=list)
+    score: str = "supernet"
+    score_value: float | None = None
+
+    def to_dataframe(self) -> Any:
+        """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
+        per choice (needs pandas, which nas does not install)."""
+        return to_dataframe(self.trials, "SearchResult.to_dataframe")
+
+    def to_json(self) -> dict[str, Any]:
+        """What `nas search --json` prints: `{"best", "val_top1"?, "macs", "dir", "score", "score_value", ...}`."""
+        data = {"best": self.best, **({"val_top1": self.val_top1} if self.val_top1 is not None else {}),
+                "macs": self.macs, "dir": str(self.dir), "arch_id": self.arch_id, "params": self.params,
+                "evaluated": self.evaluated, "score": self.score, "score_value": self.score_value}
+        if self.latency_ms is not None:
+            data["latency_ms"] = self.latency_ms
+        if self.latency_check is not None:
+            data["latency_check"] = self.latency_check
+        return data
 
 
 def to_dataframe(rows: Sequence[Mapping[str, Any]], what: str) -> Any:

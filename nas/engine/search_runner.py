@@ -39,7 +39,7 @@ import logging
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -56,7 +56,7 @@ from nas.core.schema import Problems, convert_dataclass
 from nas.engine.latency import LatencyTable
 from nas.engine.locks import folder_lock
 from nas.engine.pareto_report import pareto_figure, write_pareto
-from nas.engine.results import to_dataframe
+from nas.engine.results import SearchResult
 from nas.engine.search_costs import Constraints, SearchCosts
 from nas.engine.search_results import append_record, read_results, unique_records
 from search_spaces.base import ArchSpace
@@ -124,61 +124,6 @@ class SearchOutput:
     progress: bool = True
     tensorboard: bool = True
     announce: str | None = None
-
-
-@dataclass
-class SearchResult:
-    """Outcome of `run_search`: the best arch and where everything was written.
-
-    Attributes:
-        best: The best arch (highest score within the budgets), canonical.
-        arch_id, val_top1, macs, params, latency_ms: Its id and metrics (val_top1 None when
-            the score did not evaluate the supernet; latency predicted by the table, None
-            without one).
-        dir: The search directory.
-        evaluated: Evaluations in the search (all workers of a shared study).
-        new: Evaluations made by this call (0 when re-run on a finished search).
-        record: The best arch's results.jsonl record.
-        latency_check: Predicted vs measured latency of `best` (None without a table and export).
-        notes: Things the caller should tell the user (fewer feasible archs than asked...).
-        front: The records on the Pareto front of the score against MACs, by increasing MACs.
-        trials: Every evaluated record of the search (results.jsonl), in trial order; for a
-            population score, with `score_value` the final one (the told one in `score_told`).
-        score, score_value: What ranked the candidates and the best arch's value of it.
-    """
-
-    best: Arch
-    arch_id: str
-    val_top1: float | None
-    macs: int
-    params: int
-    latency_ms: float | None
-    dir: Path
-    evaluated: int
-    new: int
-    record: Record
-    latency_check: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-    front: list[Record] = field(default_factory=list)
-    trials: list[Record] = field(default_factory=list)
-    score: str = "supernet"
-    score_value: float | None = None
-
-    def to_dataframe(self) -> Any:
-        """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
-        per choice (needs pandas, which nas does not install)."""
-        return to_dataframe(self.trials, "SearchResult.to_dataframe")
-
-    def to_json(self) -> dict[str, Any]:
-        """What `nas search --json` prints: `{"best", "val_top1"?, "macs", "dir", "score", "score_value", ...}`."""
-        data = {"best": self.best, **({"val_top1": self.val_top1} if self.val_top1 is not None else {}),
-                "macs": self.macs, "dir": str(self.dir), "arch_id": self.arch_id, "params": self.params,
-                "evaluated": self.evaluated, "score": self.score, "score_value": self.score_value}
-        if self.latency_ms is not None:
-            data["latency_ms"] = self.latency_ms
-        if self.latency_check is not None:
-            data["latency_check"] = self.latency_check
-        return data
 
 
 def parse_searcher_options(name: str, options: Any = None, path: str = "search.options") -> Any:

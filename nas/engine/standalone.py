@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -31,19 +30,7 @@ from nas.engine.evaluator import Accuracy, accuracy, resize, static_accuracy
 from nas.engine.recipe import Recipe
 from nas.engine.schedule import build_scheduler
 from nas.engine.trainer import build_optimizer, clip_gradients
-
-
-@dataclass(frozen=True)
-class StandaloneResult:
-    """Test accuracy (fractions) of a standalone-trained model and what the training took."""
-
-    test_top1: float
-    test_top5: float
-    steps: int
-    seconds: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from nas.engine.results import StandaloneResult
 
 
 def total_steps(recipe: Recipe, data: DataSource) -> int:
