@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from nas.core.arch import Arch, Value, arch_id
-from nas.core.errors import ArchError, ConfigError
+from nas.core.errors import ArchError, ConfigError, int_problems
 from nas.core.registry import SAMPLERS, STRATEGIES
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace, Supernet
@@ -79,10 +79,7 @@ class SplitOptions:
             epochs = list(self.at_epochs)
             if not epochs or min(epochs) < 1 or epochs != sorted(set(epochs)):
                 problems.append(f"at_epochs: must be increasing epochs >= 1, got {epochs}")
-        if self.branching < 2:
-            problems.append(f"branching: must be >= 2, got {self.branching}")
-        if self.batches < 1:
-            problems.append(f"batches: must be >= 1, got {self.batches}")
+        problems += int_problems(2, branching=self.branching) + int_problems(1, batches=self.batches)
         if problems:
             raise ConfigError(problems)
 

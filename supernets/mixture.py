@@ -40,7 +40,7 @@ from typing import Literal, Sequence
 import torch
 from torch import nn
 
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, int_problems
 from nas.core.rng import derive_seed, torch_generator
 from search_spaces.base import MixableLayer, Supernet
 from search_spaces.ops.source import WeightSource
@@ -61,11 +61,7 @@ class MixtureOptions:
     parity: Literal["sgd", "adam"] = "sgd"             # whose step the mix matches at init (module doc)
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.experts < 1:
-            problems.append(f"experts: must be >= 1, got {self.experts}")
-        if self.hidden < 1:
-            problems.append(f"hidden: must be >= 1, got {self.hidden}")
+        problems = int_problems(1, experts=self.experts, hidden=self.hidden)
         if problems:
             raise ConfigError(problems)
 

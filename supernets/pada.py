@@ -49,7 +49,7 @@ from typing import Any, Sequence
 import torch
 
 from nas.core.arch import Arch
-from nas.core.errors import ConfigError
+from nas.core.errors import check_int
 from nas.core.registry import SAMPLERS
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
@@ -64,8 +64,7 @@ class PADAOptions:
     sandwich: bool = False    # also train the max and min subnets every step
 
     def __post_init__(self) -> None:
-        if self.num_random < 1:
-            raise ConfigError(f"num_random: must be >= 1, got {self.num_random}")
+        check_int("num_random", self.num_random, 1)
 
 
 def group_name(key: str) -> str:

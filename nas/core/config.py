@@ -229,8 +229,10 @@ class EvalConfig:
     batch_size: int = 256
 
     def __post_init__(self) -> None:
-        if min(self.bn_recal_batches, self.bn_recal_batch_size, self.batch_size) < 1:
-            raise ConfigError("bn_recal_batches, bn_recal_batch_size, batch_size: must be >= 1")
+        problems = int_problems(1, bn_recal_batches=self.bn_recal_batches,
+                                bn_recal_batch_size=self.bn_recal_batch_size, batch_size=self.batch_size)
+        if problems:
+            raise ConfigError(problems)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def test_long_messages_are_cut_at_a_word_boundary():
     (["space.depths=[[1]]"], "--set space.depths: space.options.widths: needs one entry per stage"),
     (["train.optimizer.lr=.inf"], "--set: train.optimizer.lr: must be a finite number, got inf"),
     (["train.optimizer.lr=.nan"], "--set: train.optimizer.lr: expected float, got nan"),
-    (["eval.batch_size=0"], "--set: eval.bn_recal_batches, bn_recal_batch_size, batch_size: must be >= 1"),
+    (["eval.batch_size=0"], "--set: eval.batch_size: must be an integer >= 1, got 0"),
 ])
 def test_problems_an_override_causes_are_blamed_on_set_not_on_the_file(overrides, blamed):
     with pytest.raises(ConfigError) as raised:

@@ -265,7 +265,7 @@ def test_one_step_moves_the_mix_as_the_parity_optimiser_moves_a_plain_weight(par
 
 
 def test_mixture_options_are_checked_with_their_key():
-    with pytest.raises(ConfigError, match=r"strategy\.mixture\.experts: must be >= 1"):
+    with pytest.raises(ConfigError, match=r"strategy\.mixture\.experts: must be an integer >= 1"):
         load_config("fashion_mnist_vit", ["strategy.mixture.experts=0"])
     with pytest.raises(ConfigError, match=r"strategy\.mixture\.routing: neurons is not allowed.*did you mean 'neuron'"):
         load_config("fashion_mnist_vit", ["strategy.mixture.routing=neurons"])

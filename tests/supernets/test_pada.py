@@ -180,7 +180,7 @@ def test_resumed_pada_run_matches_an_uninterrupted_one(tmp_path, monkeypatch):
 def test_bad_options_are_one_line_errors_naming_the_key():
     base = {"space": "cell201", "strategy": {"sampler": {"name": "pada"}}}
     assert load_config(base).strategy.sampler.options == PADAOptions()
-    for key, value, message in [("num_random", 0, "num_random: must be >= 1"),
+    for key, value, message in [("num_random", 0, "num_random: must be an integer >= 1"),
                                 ("sandwhich", True, "sandwhich: unknown")]:
         with pytest.raises(ConfigError, match=rf"strategy\.sampler\.options\.{message}") as error:
             load_config(base, [f"strategy.sampler.{key}={value}"])
