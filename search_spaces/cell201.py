@@ -36,7 +36,7 @@ from torch import nn
 from nas.core.arch import Arch
 from nas.core.errors import ArchError, ConfigError, int_problems
 from nas.core.registry import SPACES, did_you_mean
-from search_spaces.base import ArchSpace, LayerCost, Supernet
+from search_spaces.base import ArchSpace, LayerCost, MixableLayer, Supernet
 from search_spaces.ops import (
     ElasticBatchNorm2d,
     ElasticConv2d,
@@ -323,6 +323,13 @@ class Cell201Supernet(Supernet):
         for cell in self.cells:
             x = cell(x)
         return self.classifier(self.lastact(x).mean((2, 3)))
+
+    def mixable_layers(self) -> list[MixableLayer]:
+        """Every cell (`conv`): one op per (edge, convolution), its weight the only source."""
+        return [MixableLayer("conv", f"cells.{index}",
+                             tuple((f"cells.{index}.convs.{edge}.{op}.conv.weight",)
+                                   for edge, ops in cell.convs.items() for op in ops))
+                for index, cell in enumerate(self.cells) if isinstance(cell, ElasticCell)]
 
     @torch.no_grad()
     def _build_static(self) -> StaticCell201Net:

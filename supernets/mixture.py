@@ -1,6 +1,6 @@
 """Mixture-of-supernets: each subnet's weights are a learned, arch-routed mixture of experts.
 
-`strategy.mixture: {experts: m, routing: layer|neuron, hidden: 128, ops: ffn|pointwise|all}`
+`strategy.mixture: {experts: m, routing: layer|neuron, hidden: 128, ops: ffn|pointwise|conv|all}`
 replaces the weight sources of the layers the space declares for `ops`
 (`Supernet.mixable_layers`) with `MixtureSource`s: m full-size expert tensors mixed by a
 `Router` that reads the active arch's encoding. Layer-wise routing gives every layer one
@@ -57,7 +57,7 @@ class MixtureOptions:
     experts: int = 2                                   # m: expert tensors per replaced source
     routing: Literal["layer", "neuron"] = "layer"      # one softmax per layer, or per output neuron
     hidden: int = 128                                  # hidden units of each router MLP
-    ops: Literal["ffn", "pointwise", "all"] = "all"    # which declared layers: by role, or all
+    ops: Literal["ffn", "pointwise", "conv", "all"] = "all"   # which declared layers: by role, or all
     parity: Literal["sgd", "adam"] = "sgd"             # whose step the mix matches at init (module doc)
 
     def __post_init__(self) -> None:
@@ -108,7 +108,7 @@ def _layers_for(supernet: Supernet, ops: str) -> list[MixableLayer]:
     name = supernet.space.name
     if not roles:
         raise ConfigError(f"{OPTION_PATH}.ops: space '{name}' declares no layers a mixture can replace "
-                          f"(vit and mobilenetv3 do)")
+                          f"(vit, mobilenetv3 and cell201 do)")
     if not layers:
         raise ConfigError(f"{OPTION_PATH}.ops: space '{name}' has no '{ops}' layers; choose "
                           f"{' or '.join(roles + ['all'])}")

@@ -15,13 +15,14 @@ from nas.engine.counting import counted_flops, parameter_count
 from nas.engine.data.datasets import load_dataset
 from nas.engine.run_dir import RunDir
 from nas.engine.trainer import Trainer
+from search_spaces.cell201 import Cell201Supernet
 from supernets.mixture import MixtureOptions, MixtureSource, apply_mixture, parity_scales
 from supernets.router import Router
 from tests.conftest import SMALL_OPTIONS, make_space, make_supernet
 from tests.nas.helpers import straight_and_resumed
 from tests.nas.tiny import tiny_config
 
-SPACES = ["vit", "mobilenetv3"]
+SPACES = ["vit", "mobilenetv3", "cell201"]
 ROUTINGS = ["layer", "neuron"]
 
 
@@ -185,9 +186,10 @@ def _train_steps(data: dict, splits, root, steps: int = 4):
 
 
 VIT_TINY = {"name": "vit", "options": dict(SMALL_OPTIONS["vit"], embed_dims=[16, 32], depths=[1, 2])}
+CELL_TINY = {"name": "cell201", "options": SMALL_OPTIONS["cell201"]}
 
 
-@pytest.mark.parametrize("space", [None, VIT_TINY], ids=["mobilenetv3", "vit"])
+@pytest.mark.parametrize("space", [None, VIT_TINY, CELL_TINY], ids=["mobilenetv3", "vit", "cell201"])
 def test_one_expert_reproduces_the_plain_supernet_bit_for_bit(tmp_path, space):
     splits = load_dataset("fashion_mnist", val_size=256, train_size=512)
     data = tiny_config(distill="kl")
@@ -273,9 +275,11 @@ def test_mixture_options_are_checked_with_their_key():
         api.build_strategy(load_config("fashion_mnist_vit", ["strategy.mixture.ops=pointwise"]))
 
 
-def test_a_space_without_mixable_layers_is_a_one_line_error(tmp_path, capsys):
+def test_a_space_without_mixable_layers_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(Cell201Supernet, "mixable_layers", lambda self: [])   # a space declaring none
     code = main(["train", "fashion_mnist_cell201", "--set", "strategy.mixture.experts=2", "--name", "x",
                  "--runs-dir", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "strategy.mixture.ops: space 'cell201' declares no layers a mixture can replace" in err[0]
+    assert not (tmp_path / "x").exists()
