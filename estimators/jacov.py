@@ -18,14 +18,18 @@ def jacov_score(jacobians: np.ndarray, k: float = K) -> float:
     """`-sum(log(s + k) + 1 / (s + k))` over the eigenvalues `s` of the correlation matrix of
     the rows of `jacobians` (one flattened Jacobian per sample).
 
-    A constant row (e.g. an all-zero Jacobian) has no correlation with the others: its
-    correlations are taken as 0 and its own as 1 (np.corrcoef would give NaN).
+    A constant row (e.g. the all-zero Jacobian of a network whose output ignores its input)
+    tells its sample apart from no other constant row: it is taken as correlated 1 with the
+    other constant rows and 0 with the rest (np.corrcoef would give NaN), so a network blind to
+    its input scores as low as one whose samples all share one Jacobian.
     """
     j = np.asarray(jacobians, dtype=np.float64)
     centred = j - j.mean(axis=1, keepdims=True)
     norms = np.sqrt((centred * centred).sum(axis=1))
     unit = np.divide(centred, norms[:, None], out=np.zeros_like(centred), where=norms[:, None] > 0)
     corr = unit @ unit.T
+    constant = norms == 0
+    corr[np.ix_(constant, constant)] = 1.0
     np.fill_diagonal(corr, 1.0)
     s = np.linalg.eigvalsh(corr)
     return float(-np.sum(np.log(s + k) + 1.0 / (s + k)))
@@ -42,5 +46,5 @@ class Jacov(ZeroCostProxy):
 
     def measure(self, model: nn.Module, batches: Sequence[Batch], input_shape: tuple[int, int, int]) -> float:
         x = batches[0][0].detach().clone().requires_grad_(True)
-        (jacobian,) = torch.autograd.grad(model(x).sum(), x)
+        (jacobian,) = torch.autograd.grad(model(x).sum(), x, allow_unused=True, materialize_grads=True)
         return jacov_score(jacobian.flatten(1).double().cpu().numpy())

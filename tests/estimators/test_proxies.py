@@ -109,6 +109,27 @@ def test_jacov_of_a_linear_net_sees_identical_jacobians():
     assert Jacov().measure(model, [_tiny_batch(n=n)], SHAPE) == pytest.approx(expected, rel=1e-6)
 
 
+def test_jacov_takes_constant_jacobians_as_identical():
+    n, k = 4, 1e-5
+    identical = -(math.log(n + k) + 1 / (n + k)) - (n - 1) * (math.log(k) + 1 / k)   # C all ones
+    assert jacov_score(np.zeros((n, 6))) == pytest.approx(identical, rel=1e-9)
+    rows = np.array([[0., 0, 0, 0], [3., 3, 3, 3], [1., -1, 0, 0], [0, 0, 1., -1]])   # 2 constant, 2 orthogonal
+    corr = np.array([[1., 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+    s = np.linalg.eigvalsh(corr)
+    assert jacov_score(rows) == pytest.approx(float(-np.sum(np.log(s + k) + 1 / (s + k))), rel=1e-9)
+
+
+def test_a_network_blind_to_its_input_gets_every_proxy_s_lowest_score():
+    # a cell201 arch with every edge `none` has no live path: its output does not depend on x
+    space = make_space("cell201", small=True)
+    dead = {key: "none" for key in space.choices()}
+    assert not space.is_live(dead)
+    for name in PROXIES:
+        context = EstimatorContext(space=space, batches=_batches(), init_seeds=2, seed=5)
+        blind, *live = build_estimator(name).scores([dead, space.min(), space.max()], context)
+        assert not math.isnan(blind) and blind < min(live), (name, blind, live)
+
+
 def test_zico_formula_by_hand():
     # layer 1: mean|g| (2, 3), std (1, 0): the zero-std weight is skipped -> log 2; layer 2: log(1 / 1)
     per_batch = [[torch.tensor([1., 3.]), torch.tensor([-1.])], [torch.tensor([3., 3.]), torch.tensor([1.])]]
