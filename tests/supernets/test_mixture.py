@@ -275,6 +275,17 @@ def test_mixture_options_are_checked_with_their_key():
         api.build_strategy(load_config("fashion_mnist_vit", ["strategy.mixture.ops=pointwise"]))
 
 
+def test_cell201_conv_role_replaces_exactly_the_cell_convolutions():
+    supernet = make_supernet(make_space("cell201", small=True))
+    convs = {name for name in supernet.weight_sources()
+             if name.startswith("cells.") and ".convs." in name and name.endswith(".conv.weight")}
+    replaced = apply_mixture(supernet, MixtureOptions(experts=2, ops="conv", hidden=8), 0)
+    assert convs and set(replaced) == convs
+    with pytest.raises(ConfigError, match=r"strategy\.mixture\.ops: space 'cell201' has no 'ffn' layers; "
+                                          r"choose conv or all"):
+        api.build_strategy(load_config("fashion_mnist_cell201", ["strategy.mixture.ops=ffn"]))
+
+
 def test_a_space_without_mixable_layers_is_a_one_line_error(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(Cell201Supernet, "mixable_layers", lambda self: [])   # a space declaring none
     code = main(["train", "fashion_mnist_cell201", "--set", "strategy.mixture.experts=2", "--name", "x",
