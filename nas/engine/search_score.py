@@ -4,7 +4,9 @@
 the run's latest `nas fidelity` summary (by modification time): within a budget the candidates
 share a MACs range, so agreement inside a bin is what ranking them needs. Without a summary
 that compares estimators it means `supernet`, BN-recalibrated validation top-1 (what a search
-ranked by before estimators existed). Either way one line on stderr says what was chosen and why.
+ranked by before estimators existed). Either way one line on stderr says what was chosen and why,
+and, when the chosen estimator's 90% interval includes 0, that the ground truth cannot tell it
+from chance (a small or flat ground truth: the choice stands, flagged as weak).
 
 The context a search gives estimators: the run's space, fixed seeded training batches
 (`BATCHES` x `BATCH_SIZE`, loaded on first use, so scores that read no data never load them),
@@ -86,8 +88,26 @@ def choose_score(spec: str, run_root: Path) -> ScoreChoice:
         return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} ({path} reports no within-bin tau of any estimator)")
     ordered = sorted(taus, key=lambda name: (-taus[name], name != DEFAULT, name))
     best, others = ordered[0], ", ".join(f"{name} {taus[name]:.3f}" for name in ordered[1:])
+    interval = within_bin_interval(summary, best)
+    weak = ""
+    if interval is not None and interval[0] <= 0:
+        weak = (f"; its 90% interval [{interval[0]:.2f}, {interval[1]:.2f}] includes 0: on this ground truth no "
+                f"estimator ranks within MACs bins distinguishably from chance, so the choice is weak "
+                f"(more archs, nas fidelity --archs, would settle it)")
     return ScoreChoice(best, f"--score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
-                             f"{'; ' + others if others else ''})")
+                             f"{'; ' + others if others else ''}){weak}")
+
+
+def within_bin_interval(summary: Mapping[str, Any], name: str) -> tuple[float, float] | None:
+    """The bootstrap 90% interval of estimator `name`'s within-bin tau in a fidelity summary, or None."""
+    estimators = summary.get("estimators")
+    stats = estimators.get(name) if isinstance(estimators, Mapping) else None
+    if not isinstance(stats, Mapping) and name == DEFAULT:
+        stats = summary
+    interval = stats.get("within_bin_tau_ci90") if isinstance(stats, Mapping) else None
+    if isinstance(interval, Sequence) and len(interval) == 2 and all(_real(v) for v in interval):
+        return float(interval[0]), float(interval[1])
+    return None
 
 
 class _Batches(Sequence):
