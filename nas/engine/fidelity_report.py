@@ -223,4 +223,10 @@ def format_estimators(summary: Mapping[str, Any]) -> str:
         lines.append(f"{'(seeds)':{width}s}  {_number(summary['seed_kendall_tau']):22s}  {_number(ceiling):23s}  "
                      f"ground truth seed 0 vs seed 1: the ceiling")
     lines.append(f"verdict: {summary['verdict']}")
+    fitted = stats.get("calibrated", {}).get("kendall_tau")
+    if fitted is not None and fitted <= 0:
+        # Leave-one-out on a target with little signal predicts each arch from the others' mean,
+        # which moves away from it: a negative tau is the mark of a model fitted to noise.
+        lines.append(f"calibrated: leave-one-out tau {fitted:.3f} is no better than chance: on this ground truth "
+                     f"the fitted model learns noise; do not rank with it (nas search --score calibrated)")
     return "\n".join(lines)

@@ -437,6 +437,21 @@ def test_every_estimator_is_reported_against_the_ground_truth(runs, tmp_path, ca
         *[[r["standalone_test_top1_seeds"][k] for r in records] for k in (0, 1)], bins))
 
 
+def test_a_calibrated_model_no_better_than_chance_is_flagged():
+    from nas.engine.fidelity_report import format_estimators
+
+    def row(tau):
+        return {"kendall_tau": tau, "kendall_tau_ci90": [tau - 0.2, tau + 0.2], "within_bin_tau": tau,
+                "within_bin_tau_ci90": [tau - 0.3, tau + 0.3], "top_k_overlap": 0.5}
+
+    summary = {"top_k": 4, "verdict": "v", "estimators": {"supernet": row(0.1), "calibrated": row(-0.583)}}
+    assert format_estimators(summary).splitlines()[-1] == (
+        "calibrated: leave-one-out tau -0.583 is no better than chance: on this ground truth the fitted model "
+        "learns noise; do not rank with it (nas search --score calibrated)")
+    summary["estimators"]["calibrated"] = row(0.4)
+    assert format_estimators(summary).splitlines()[-1] == "verdict: v"
+
+
 def test_a_resumed_measurement_scores_only_what_is_missing(runs, tmp_path):
     def measure(estimators):
         return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",
