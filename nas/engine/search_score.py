@@ -50,21 +50,30 @@ def _real(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def within_bin_taus(summary: Mapping[str, Any]) -> dict[str, float]:
-    """Estimator name -> within-bin Kendall tau of a fidelity summary (those without one left out).
-
-    The supernet's own tau is read from the top level when `estimators` does not list it.
-    """
-    taus: dict[str, float] = {}
+def _estimator_rows(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Estimator name -> its stats in a fidelity summary; the supernet's from the top level when
+    `estimators` gives it no within-bin tau (summaries written before estimators existed)."""
     estimators = summary.get("estimators")
-    if isinstance(estimators, Mapping):
-        for name, stats in estimators.items():
-            tau = stats.get("within_bin_tau") if isinstance(stats, Mapping) else None
-            if _real(tau):
-                taus[str(name)] = float(tau)
-    if DEFAULT not in taus and _real(summary.get("within_bin_tau")):
-        taus[DEFAULT] = float(summary["within_bin_tau"])
-    return taus
+    if not isinstance(estimators, Mapping):
+        estimators = {}
+    rows = {str(name): stats for name, stats in estimators.items() if isinstance(stats, Mapping)}
+    if not _real(rows.get(DEFAULT, {}).get("within_bin_tau")):
+        rows[DEFAULT] = summary
+    return rows
+
+
+def within_bin_taus(summary: Mapping[str, Any]) -> dict[str, float]:
+    """Estimator name -> within-bin Kendall tau of a fidelity summary (those without one left out)."""
+    return {name: float(stats["within_bin_tau"]) for name, stats in _estimator_rows(summary).items()
+            if _real(stats.get("within_bin_tau"))}
+
+
+def within_bin_interval(summary: Mapping[str, Any], name: str) -> tuple[float, float] | None:
+    """The bootstrap 90% interval of estimator `name`'s within-bin tau in a fidelity summary, or None."""
+    interval = _estimator_rows(summary).get(name, {}).get("within_bin_tau_ci90")
+    if isinstance(interval, Sequence) and len(interval) == 2 and all(_real(v) for v in interval):
+        return float(interval[0]), float(interval[1])
+    return None
 
 
 def choose_score(spec: str, run_root: Path) -> ScoreChoice:
@@ -91,23 +100,11 @@ def choose_score(spec: str, run_root: Path) -> ScoreChoice:
     interval = within_bin_interval(summary, best)
     weak = ""
     if interval is not None and interval[0] <= 0:
-        weak = (f"; its 90% interval [{interval[0]:.2f}, {interval[1]:.2f}] includes 0: on this ground truth no "
-                f"estimator ranks within MACs bins distinguishably from chance, so the choice is weak "
-                f"(more archs, nas fidelity --archs, would settle it)")
+        weak = (f"; its 90% interval [{interval[0]:.2f}, {interval[1]:.2f}] includes 0: this ground truth cannot "
+                f"tell it from chance within MACs bins, so the choice is weak (more archs, nas fidelity --archs, "
+                f"would settle it)")
     return ScoreChoice(best, f"--score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
                              f"{'; ' + others if others else ''}){weak}")
-
-
-def within_bin_interval(summary: Mapping[str, Any], name: str) -> tuple[float, float] | None:
-    """The bootstrap 90% interval of estimator `name`'s within-bin tau in a fidelity summary, or None."""
-    estimators = summary.get("estimators")
-    stats = estimators.get(name) if isinstance(estimators, Mapping) else None
-    if not isinstance(stats, Mapping) and name == DEFAULT:
-        stats = summary
-    interval = stats.get("within_bin_tau_ci90") if isinstance(stats, Mapping) else None
-    if isinstance(interval, Sequence) and len(interval) == 2 and all(_real(v) for v in interval):
-        return float(interval[0]), float(interval[1])
-    return None
 
 
 class _Batches(Sequence):

@@ -206,9 +206,9 @@ def test_auto_says_when_its_choice_is_indistinguishable_from_chance(tmp_path):
     choice = choose_score("auto", tmp_path)
     assert choice.name == "naswot"
     assert choice.reason == (f"--score auto: naswot (within-bin Kendall tau 0.080 in {path}; supernet 0.020); its "
-                             "90% interval [-0.02, 0.18] includes 0: on this ground truth no estimator ranks within "
-                             "MACs bins distinguishably from chance, so the choice is weak (more archs, nas fidelity "
-                             "--archs, would settle it)")
+                             "90% interval [-0.02, 0.18] includes 0: this ground truth cannot tell it from chance "
+                             "within MACs bins, so the choice is weak (more archs, nas fidelity --archs, would "
+                             "settle it)")
     path.write_text(json.dumps({"within_bin_tau": 0.3, "within_bin_tau_ci90": [0.1, 0.5], "estimators": {}}))
     assert choose_score("auto", tmp_path).reason.endswith("in " + str(path) + ")")   # the top-level supernet: clear
 
