@@ -36,11 +36,8 @@ from nas.core.arch import Arch, arch_id  # noqa: E402
 from nas.core.errors import ConfigError, NasError  # noqa: E402
 from nas.core.registry import ESTIMATORS  # noqa: E402
 from nas.core.rng import python_rng  # noqa: E402
-from nas.engine.fidelity import standalone_record  # noqa: E402
-from nas.engine.ground_truth import GroundTruth, recipe_source  # noqa: E402
-from nas.engine.recipe import load_recipe, with_effective_warmup  # noqa: E402
+from nas.engine.fidelity import recipe_ground_truth, standalone_record  # noqa: E402
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, cpu_model  # noqa: E402
-from nas.engine.standalone import total_steps  # noqa: E402
 from nas.search_api import resolve_budget  # noqa: E402
 
 BASELINES = ("supernet", "macs", "params")
@@ -140,10 +137,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     scores = [s.strip() for s in args.scores.split(",") if s.strip()] if args.scores else default_scores()
     low, high = space.macs(space.min()), space.macs(space.max())
     max_macs = resolve_budget(args.budget, low, high, "--budget")
-    recipe = load_recipe(run.config, args.recipe, args.epochs)
-    recipe = with_effective_warmup(recipe, total_steps(recipe, recipe_source(recipe.data)))
     root = Path(args.ground_truth) if args.ground_truth is not None else run.dir.fidelity("ground_truth")
-    truth = GroundTruth(root, space, run.config, recipe, api.standalone_model)
+    truth = recipe_ground_truth(run.config, space, api.standalone_model, root, args.recipe, args.epochs)
 
     found = {}
     for score in scores:
@@ -164,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(format_table(rows, best, median, len(randoms)), flush=True)
     report = {"run": str(run.dir.root), "step": run.step, "budget": args.budget, "max_macs": max_macs,
               "searcher": args.searcher, "trials": args.trials, "seed": args.seed, "seeds": args.seeds,
-              "ground_truth": str(truth.folder), "recipe_digest": truth.digest, "length": recipe.length(),
+              "ground_truth": str(truth.folder), "recipe_digest": truth.digest, "length": truth.recipe.length(),
               "scores": rows, "random": [{"arch_id": arch_id(a), "macs": space.macs(a),
                                           "standalone_mean": standalone[arch_id(a)]["standalone_test_top1"],
                                           "standalone_seeds": standalone[arch_id(a)]["standalone_test_top1_seeds"]}

@@ -94,14 +94,22 @@ def plan(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: st
     `recipe` is a recipe file, a `Recipe` (its length replaced by `epochs` when given), or None
     (the config's own, see `nas.engine.recipe`).
     """
+    truth = recipe_ground_truth(config, space, make_model, root, recipe, epochs)
+    selected = select_archs(space, archs, selection_seed)
+    return Plan(selected, truth.recipe, truth, seeds, selection_seed)
+
+
+def recipe_ground_truth(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path,
+                        recipe: str | Path | Recipe | None, epochs: int | None) -> GroundTruth:
+    """The standalone cache under `root` of the recipe `plan` describes, its warm-up as cut by
+    the schedule (so a run whose config recorded the cut and the uncut YAML share trainings)."""
     if isinstance(recipe, Recipe):
         if epochs is not None:
             recipe = replace(recipe, train=replace(recipe.train, epochs=epochs, steps=None))
     else:
         recipe = load_recipe(config, recipe, epochs)
     recipe = with_effective_warmup(recipe, total_steps(recipe, recipe_source(recipe.data)))
-    selected = select_archs(space, archs, selection_seed)
-    return Plan(selected, recipe, GroundTruth(root, space, config, recipe, make_model), seeds, selection_seed)
+    return GroundTruth(root, space, config, recipe, make_model)
 
 
 def _check_settings(out_dir: Path, settings: Mapping[str, Any]) -> None:
