@@ -10,10 +10,12 @@ recipe and the seed, and every run on one space shares it:
         <arch_id>-s<k>.json    seed k: {"arch_id", "arch", "seed", "train_seed", "macs", "params",
                                "test_top1", "test_top5", "steps", "seconds", "threads", "torch"}
         <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.engine.locks.Claims`)
+        <arch_id>-s<k>.partial.pt  while it trains: its state every 5 minutes, to resume from
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
 initialises from `derive_seed(that seed, "standalone-init", arch_id)`. Each result is written
-atomically by the process that trained it, so a killed measurement keeps what finished;
+atomically by the process that trained it, so a killed measurement keeps what finished and
+resumes what it was training from its last saved state (with the result of an uninterrupted run);
 processes sharing the folder (several commands, several machines on a network file system)
 claim each training before they start it, so they split the trainings instead of repeating them.
 With `workers` > 1 the trainings run in that many spawned processes of one thread each; one
@@ -149,12 +151,20 @@ def train_task(task: Task) -> dict[str, Any]:
     recipe = task.recipe
     train_seed = recipe.train.seed + task.seed
     model = task.make_model(task.config, task.arch, init_seed(train_seed, task.arch))
-    result = train_standalone(model, recipe, recipe_source(recipe.data), train_seed, resolution=task.resolution)
+    partial = partial_path(task.path)
+    result = train_standalone(model, recipe, recipe_source(recipe.data), train_seed, resolution=task.resolution,
+                              partial=partial)
     record = {"arch_id": arch_id(task.arch), "arch": task.arch, "seed": task.seed, "train_seed": train_seed,
               "macs": task.macs, "params": task.params, **result.to_dict(), "threads": torch.get_num_threads(),
               "torch": torch.__version__}
     write_json(task.path, record)
+    partial.unlink(missing_ok=True)
     return record
+
+
+def partial_path(result: Path) -> Path:
+    """Where the training of the result file `result` keeps its state to resume from."""
+    return result.with_name(f"{result.stem}.partial.pt")
 
 
 @contextlib.contextmanager

@@ -13,16 +13,19 @@ normalise; streamed data comes normalised and is resized after, the same up to r
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nas.core.errors import TrainingDiverged
+from nas.core.errors import CheckpointError, TrainingDiverged, clip_words
 from nas.core.rng import derive_seed
 from nas.engine.bn import recalibrate_bn
+from nas.engine.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from nas.engine.data.batches import steps_per_epoch
 from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, InMemorySource, as_source
@@ -31,6 +34,8 @@ from nas.engine.recipe import Recipe
 from nas.engine.schedule import build_scheduler
 from nas.engine.trainer import build_optimizer, clip_gradients
 from nas.engine.results import StandaloneResult
+
+PARTIAL_EVERY_S = 300.0     # how often a standalone training saves its state to resume from
 
 
 def total_steps(recipe: Recipe, data: DataSource) -> int:
@@ -41,20 +46,39 @@ def total_steps(recipe: Recipe, data: DataSource) -> int:
     return cfg.epochs * steps_per_epoch(data.num_train, cfg.batch_size)
 
 
-def _batches(recipe: Recipe, data: DataSource, seed: int, total: int
+def _batches(recipe: Recipe, data: DataSource, seed: int, total: int, start: int = 0
              ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    step, epoch = 0, 0
+    """The batches of steps `start..total-1` (each a pure function of seed, epoch and step)."""
+    per_epoch = steps_per_epoch(data.num_train, recipe.train.batch_size)
+    step, (epoch, offset) = start, divmod(start, per_epoch)
     while step < total:
-        for batch in data.train_batches(recipe.train.batch_size, seed, epoch):
+        for batch in data.train_batches(recipe.train.batch_size, seed, epoch, start_step=offset):
             yield batch
             step += 1
             if step == total:
                 return
-        epoch += 1
+        epoch, offset = epoch + 1, 0
+
+
+def _resume(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[int, float]:
+    """Restore a partial training from `path` (weights, optimiser, RNG); returns (steps done,
+    seconds spent). (0, 0.0) when there is none, or when it cannot be read (said on stderr)."""
+    if path is None or not path.is_file():
+        return 0, 0.0
+    try:
+        state = load_checkpoint(path)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        return int(state["step"]), float(state["seconds"])
+    except (CheckpointError, KeyError, RuntimeError, ValueError, TypeError) as e:
+        print(f"{path}: not resumed, training from the start ({clip_words(str(e))})", file=sys.stderr, flush=True)
+        return 0, 0.0
 
 
 def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int, *,
-                     resolution: int) -> StandaloneResult:
+                     resolution: int, partial: Path | None = None,
+                     save_every_s: float | None = None) -> StandaloneResult:
     """Train `model` (in place, from its current weights) with `recipe`, then evaluate it.
 
     Args:
@@ -65,6 +89,10 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
         seed: Seeds the batch order, the augmentation, the calibration images and any other
             randomness of training (the global torch RNG is restored afterwards).
         resolution: The input side the model expects.
+        partial: Where the training's state (weights, optimiser, RNG, step) is saved atomically
+            every `save_every_s` seconds (default `PARTIAL_EVERY_S`) and resumed from: a killed
+            training continues where it was saved, with the same result as an uninterrupted one.
+            The caller deletes it once the result is stored.
 
     Raises:
         TrainingDiverged: a non-finite loss.
@@ -78,10 +106,12 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
     scheduler = build_scheduler(optimizer, cfg, total)
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if cfg.precision == "bf16"
                 else contextlib.nullcontext())
-    started = time.perf_counter()
+    save_every_s = PARTIAL_EVERY_S if save_every_s is None else save_every_s
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "standalone"))
-        for step, (images, labels) in enumerate(_batches(recipe, data, seed, total)):
+        start, spent = _resume(partial, model, optimizer)
+        started = saved = time.perf_counter()
+        for step, (images, labels) in enumerate(_batches(recipe, data, seed, total, start), start):
             scheduler.step_update(step)
             optimizer.zero_grad(set_to_none=True)
             with autocast:
@@ -94,7 +124,12 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
             loss.backward()
             clip_gradients(model, cfg.grad_clip)
             optimizer.step()
-    seconds = time.perf_counter() - started
+            if partial is not None and step + 1 < total and time.perf_counter() - saved >= save_every_s:
+                save_checkpoint({"step": step + 1, "seconds": spent + time.perf_counter() - started,
+                                 "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                 "rng": rng_state()}, partial)
+                saved = time.perf_counter()
+    seconds = spent + time.perf_counter() - started
     result = evaluate_standalone(model, recipe, data, seed, resolution)
     return StandaloneResult(result.top1, result.top5, total, round(seconds, 2))
 
