@@ -92,6 +92,7 @@ class OptunaSearcher(Searcher):
         self.distributions = {key: CategoricalDistribution(list(values))
                               for key, values in self.space.choices().items()}
         storage = optuna_storage.open_storage(context.storage, context.out_dir)
+        self.storage_file = optuna_storage.storage_file(context.storage, context.out_dir)
         name = context.study if context.study is not None else DEFAULT_STUDY
         self.study = optuna.create_study(storage=storage, study_name=name, directions=self.directions(),
                                          load_if_exists=True)
@@ -128,7 +129,8 @@ class OptunaSearcher(Searcher):
 
     # -- protocol ---------------------------------------------------------------------------
     def ask(self) -> Arch:
-        self.trial = self.study.ask(self.distributions)
+        with optuna_storage.ask_lock(self.storage_file):    # one enqueued trial, one worker
+            self.trial = self.study.ask(self.distributions)
         arch = self.space.canonical(self.trial.params)
         self.trial.set_user_attr("nas", {"arch_id": arch_id(arch), "worker": self.context.worker,
                                          "host": optuna_storage.HOST, "pid": os.getpid()})

@@ -13,6 +13,8 @@ is older than `GRACE_PERIOD` seconds (a worker killed on another machine).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -21,12 +23,13 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import optuna
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from nas.core.errors import SearchError, clip, clip_words
@@ -100,6 +103,44 @@ def open_storage(url: str | None, out_dir: Path) -> BaseStorage:
         except Exception as e:  # sqlalchemy and its drivers raise many types for bad URLs
             raise _cannot_open(url, e) from e
     raise AssertionError("unreachable")
+
+
+def storage_file(url: str | None, out_dir: Path) -> Path | None:
+    """The local file holding the storage of `url` (a journal, a SQLite database), or None
+    (a database server, or SQLite in memory)."""
+    if url is None or url.startswith("journal://"):
+        return out_dir / DEFAULT_JOURNAL if url is None else Path(url[len("journal://"):])
+    if url.startswith("sqlite"):
+        database = make_url(url).database
+        return Path(database) if database and database != ":memory:" else None
+    return None
+
+
+@contextlib.contextmanager
+def ask_lock(path: Path | None) -> Iterator[None]:
+    """Hold the storage file `path` exclusively for the block (None: nothing to hold).
+
+    Optuna hands an enqueued (WAITING) trial to whichever `study.ask` sets it RUNNING, but on
+    SQLite (no SELECT ... FOR UPDATE), and more rarely on a journal file, two processes asking
+    at once can both do so and evaluate the same trial, and the second to finish it fails
+    ("Trial#3 has already finished and can not be updated"). Asking under this
+    POSIX record lock (`lockf`, which NFS clients honour too) makes each pop atomic; a
+    database server locks the row itself.
+    """
+    if path is None:
+        yield
+        return
+    lock = path.with_name(f"{path.name}.ask.lock")
+    try:
+        f = open(lock, "a")
+    except OSError as e:
+        raise SearchError(f"--storage: cannot create {lock} ({e.strerror}), the lock of its asks") from e
+    with f:
+        fcntl.lockf(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(f, fcntl.LOCK_UN)
 
 
 def _cannot_open(url: str, error: Exception) -> SearchError:

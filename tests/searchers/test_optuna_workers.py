@@ -6,6 +6,7 @@ processes with two OpenMP threads each slow each other down tenfold on two cores
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -13,11 +14,12 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from nas.core.arch import arch_id
 from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
-from searchers.optuna_storage import open_storage
+from searchers.optuna_storage import ask_lock, open_storage, storage_file
 from tests.nas.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,
@@ -43,6 +45,38 @@ def _study(url: str, out_dir: Path, name: str) -> optuna.Study:
 def _records(out_dir: Path) -> list[dict]:
     path = out_dir / "results.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def _ask_twice(url: str, out_dir: Path, ready, numbers) -> None:
+    study = optuna.load_study(study_name="race", storage=open_storage(url, out_dir))
+    space = {"x": optuna.distributions.CategoricalDistribution([0, 1, 2, 3])}
+    ready.wait()      # both ask at once
+    for _ in range(2):
+        with ask_lock(storage_file(url, out_dir)):
+            numbers.put((os.getpid(), study.ask(space).number))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_two_workers_asking_at_once_never_pop_the_same_enqueued_trial(tmp_path, kind):
+    """Without the ask lock Optuna 5 hands one WAITING trial to both on SQLite in most rounds
+    (and on a journal shared by forked processes); with it each trial goes to one worker."""
+    context = multiprocessing.get_context("fork")       # the children use no torch
+    for round_ in range(10):
+        url = f"sqlite:///{tmp_path}/r{round_}.db" if kind == "sqlite" else f"journal:///{tmp_path}/r{round_}.log"
+        study = optuna.create_study(study_name="race", storage=open_storage(url, tmp_path))
+        study.enqueue_trial({"x": 1})
+        study.enqueue_trial({"x": 2})
+        ready, numbers = context.Barrier(2), context.Queue()
+        workers = [context.Process(target=_ask_twice, args=(url, tmp_path, ready, numbers)) for _ in range(2)]
+        for worker in workers:
+            worker.start()
+        asked = [numbers.get(timeout=60) for _ in range(4)]
+        for worker in workers:
+            worker.join(timeout=60)
+            assert worker.exitcode == 0
+        assert sorted(number for _, number in asked) == [0, 1, 2, 3], asked
+        first = {number for pid, number in asked if pid == workers[0].pid}
+        assert len(first) == 2 and first.isdisjoint(number for pid, number in asked if pid == workers[1].pid)
 
 
 def test_two_workers_share_one_sqlite_study(search_dir):
