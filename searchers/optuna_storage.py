@@ -14,7 +14,6 @@ is older than `GRACE_PERIOD` seconds (a worker killed on another machine).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from nas.core.errors import SearchError, clip, clip_words
+from nas.core.files import record_lock
 
 HEARTBEAT_INTERVAL = 10.0
 GRACE_PERIOD = 60.0
@@ -83,9 +83,9 @@ def check_journal(path: Path) -> None:
 def open_storage(url: str | None, out_dir: Path) -> BaseStorage:
     """The Optuna storage of a search (see the module docstring for URLs)."""
     if url is None or url.startswith("journal://"):
-        path = out_dir / DEFAULT_JOURNAL if url is None else Path(url[len("journal://"):])
         if url is not None and not url[len("journal://"):]:
             raise SearchError("--storage: journal:// needs a file path, e.g. journal:///tmp/search.log")
+        path = storage_file(url, out_dir)
         check_journal(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,15 +132,11 @@ def ask_lock(path: Path | None) -> Iterator[None]:
         return
     lock = path.with_name(f"{path.name}.ask.lock")
     try:
-        f = open(lock, "a")
+        lock.touch()
     except OSError as e:
         raise SearchError(f"--storage: cannot create {lock} ({e.strerror}), the lock of its asks") from e
-    with f:
-        fcntl.lockf(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.lockf(f, fcntl.LOCK_UN)
+    with record_lock(lock):
+        yield
 
 
 def _cannot_open(url: str, error: Exception) -> SearchError:

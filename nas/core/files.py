@@ -6,6 +6,7 @@ one. Temporary names carry the process id because several search workers share a
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -33,6 +34,23 @@ def with_path(error: OSError, path: Path) -> OSError:
     if error.filename is not None:
         return error
     return type(error)(error.errno, error.strerror or str(error), str(path))
+
+
+@contextmanager
+def record_lock(path: str | Path) -> Iterator[None]:
+    """Hold the lock file `path` (created if missing) exclusively for the block: a POSIX record
+    lock (`lockf`, which NFS clients share through the server). It excludes processes, not the
+    threads of one process.
+
+    Raises:
+        OSError: `path` cannot be created.
+    """
+    with open(path, "a") as f:
+        fcntl.lockf(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(f, fcntl.LOCK_UN)
 
 
 @contextmanager

@@ -19,7 +19,6 @@ whose name the caller derives from the arguments so that the same command resume
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import statistics
 import threading
@@ -32,7 +31,7 @@ from typing import Any
 from nas.core.arch import Arch, arch_id
 from nas.core.config import RunConfig
 from nas.core.errors import RunError, check_int
-from nas.core.files import write_json, write_text
+from nas.core.files import record_lock, write_json, write_text
 from nas.engine.arch_selection import select_archs
 from nas.engine.fidelity_estimators import CALIBRATED, Scoring, calibrated_scores, score_archs
 from nas.engine.fidelity_report import estimator_summary, summarize, write_report
@@ -132,12 +131,8 @@ def results_lock(path: Path) -> Iterator[None]:
     """Hold `path` exclusively for the block: a POSIX record lock (`lockf`, which NFS clients
     share through the server) on `.NAME.lock` beside it, and a thread lock within this process.
     (A lock on `path` itself would not survive an atomic rewrite, which replaces its inode.)"""
-    with _LOCAL, open(path.with_name(f".{path.name}.lock"), "a") as f:
-        fcntl.lockf(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.lockf(f, fcntl.LOCK_UN)
+    with _LOCAL, record_lock(path.with_name(f".{path.name}.lock")):
+        yield
 
 
 def append_once(path: Path, record: dict[str, Any]) -> dict[str, Any]:
