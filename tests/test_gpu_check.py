@@ -2,30 +2,15 @@
 clear one-line refusal without CUDA."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _module(name: str):
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+from tests.benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    return _module("gpu_check")
+    return load_benchmark("gpu_check")
 
 
 def test_arguments(gpu_check):
@@ -39,7 +24,7 @@ def test_arguments(gpu_check):
 
 
 def test_percentage_errors_against_a_hand_computation():
-    errors = _module("search_quality").percentage_errors
+    errors = load_benchmark("search_quality").percentage_errors
     result = errors([1.1, 0.9, 2.0, 3.3], [1.0, 1.0, 2.0, 3.0])     # 10%, 10%, 0%, 10%
     assert result["mape_pct"] == pytest.approx(7.5) and result["median_ape_pct"] == pytest.approx(10.0)
     for predicted, measured in (([1.0], []), ([1.0], [0.0]), ([1.0, 2.0], [1.0])):

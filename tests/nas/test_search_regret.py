@@ -2,7 +2,6 @@
 standalone trainings, its random archs, its default scores."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 from pathlib import Path
@@ -13,17 +12,12 @@ from estimators.base import Estimator
 from nas import api
 from nas.core.arch import arch_id
 from nas.core.registry import ESTIMATORS, Entry, NoOptions
+from tests.benchmark_scripts import load_benchmark
 from tests.nas.safety import copy_run
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "search_regret.py"
-
 
 @pytest.fixture(scope="module")
 def regret():
-    spec = importlib.util.spec_from_file_location("search_regret", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("search_regret")
 
 
 def test_each_score_is_compared_with_random_archs_trained_the_same_way(regret, trained, tmp_path, capsys):

@@ -2,7 +2,6 @@
 test top-1 against `nas eval`'s, its standalone top-1 against the cached trainings, the gap."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import statistics
@@ -14,17 +13,15 @@ import pytest
 
 from nas import api
 from nas.core.arch import arch_id
+from tests.benchmark_scripts import BENCHMARKS, load_benchmark
 from tests.nas.safety import copy_run
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "subnet_vs_standalone.py"
+SCRIPT = BENCHMARKS / "subnet_vs_standalone.py"
 
 
 @pytest.fixture(scope="module")
 def compare():
-    spec = importlib.util.spec_from_file_location("subnet_vs_standalone", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("subnet_vs_standalone")
 
 
 def test_each_arch_is_scored_in_the_supernet_and_trained_alone(compare, trained, tmp_path, capsys):
