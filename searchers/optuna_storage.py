@@ -131,11 +131,11 @@ def ask_lock(path: Path | None) -> Iterator[None]:
         yield
         return
     lock = path.with_name(f"{path.name}.ask.lock")
-    try:
-        lock.touch()
-    except OSError as e:
-        raise SearchError(f"--storage: cannot create {lock} ({e.strerror}), the lock of its asks") from e
-    with record_lock(lock):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(record_lock(lock))
+        except OSError as e:      # only the lock's own errors, not those of the block
+            raise SearchError(f"--storage: cannot create {lock} ({e.strerror}), the lock of its asks") from e
         yield
 
 
