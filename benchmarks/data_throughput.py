@@ -57,7 +57,7 @@ def throughput(steps: int, workers: int) -> dict:
     from nas.core.config import load_config
     from nas.engine.run_dir import RunDir
     from nas.engine.data.build import build_source
-    from nas.engine.trainer import Trainer
+    from nas.engine.training.trainer import Trainer
 
     config = load_config("fashion_mnist_mbv3")
     sources = {"in_memory": build_source(config.data),
@@ -113,7 +113,7 @@ def memory_run(root: str, train_size: int, workers: int, size: int, in_memory: b
     the largest worker (MiB)."""
     from nas import api
     from nas.core.config import load_config
-    from nas.engine.trainer import Trainer  # noqa: F401  (loaded before the baseline is read)
+    from nas.engine.training.trainer import Trainer  # noqa: F401  (loaded before the baseline is read)
     from tests.nas.tiny import TINY_SPACE
 
     config = load_config({

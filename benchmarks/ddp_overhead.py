@@ -34,7 +34,7 @@ def worker(steps: int, batch: int) -> None:
     from nas.engine.data.batches import Augment, train_batches
     from nas.engine.distributed import detect, init_process_group
     from nas.engine.run_dir import RunDir
-    from nas.engine.trainer import Trainer
+    from nas.engine.training.trainer import Trainer
 
     env = detect("cpu")      # a CPU (gloo) benchmark, also on machines with a GPU
     init_process_group(env)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from estimators import EstimatorContext, build_estimator  # noqa: E402
 from nas import api  # noqa: E402
 from nas.core.registry import ESTIMATORS  # noqa: E402
-from nas.engine.arch_selection import select_archs  # noqa: E402
+from nas.engine.fidelity.arch_selection import select_archs  # noqa: E402
 from nas.engine.data.batches import normalize  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
 

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from estimators import EstimatorContext  # noqa: E402
 from nas import api  # noqa: E402
 from nas.core.arch import arch_id  # noqa: E402
-from nas.engine.fidelity import plan, standalone_record  # noqa: E402
-from nas.engine.fidelity_estimators import SUPERNET, build_estimators, default_names, needs_batches  # noqa: E402
-from nas.engine.fidelity_report import estimator_summary, format_estimators, seed_agreement  # noqa: E402
-from nas.engine.ground_truth import recipe_source  # noqa: E402
+from nas.engine.fidelity.runner import plan, standalone_record  # noqa: E402
+from nas.engine.fidelity.estimators import SUPERNET, build_estimators, default_names, needs_batches  # noqa: E402
+from nas.engine.fidelity.report import estimator_summary, format_estimators, seed_agreement  # noqa: E402
+from nas.engine.fidelity.ground_truth import recipe_source  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
 
 BATCHES, BATCH_SIZE = 2, 64     # as `nas fidelity` scores its estimators

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nas import api  # noqa: E402
 from nas.core.config import load_config  # noqa: E402
 from nas.engine.run_dir import RunDir  # noqa: E402
-from nas.engine.trainer import Trainer  # noqa: E402
+from nas.engine.training.trainer import Trainer  # noqa: E402
 
 
 def measure(config_name: str, steps: int) -> dict:

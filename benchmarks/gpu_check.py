@@ -70,7 +70,7 @@ def throughput(device: str, steps: int, batch: int) -> dict:
     from nas.core.config import load_config
     from nas.engine.distributed import DistEnv
     from nas.engine.run_dir import RunDir
-    from nas.engine.trainer import Trainer
+    from nas.engine.training.trainer import Trainer
 
     rates = {}
     for precision in ("fp32", "bf16"):

@@ -30,7 +30,7 @@ from nas.core.config import load_config  # noqa: E402
 from nas.engine.counting import parameter_count  # noqa: E402
 from nas.engine.data.datasets import load_dataset  # noqa: E402
 from nas.engine.run_dir import RunDir  # noqa: E402
-from nas.engine.trainer import Trainer  # noqa: E402
+from nas.engine.training.trainer import Trainer  # noqa: E402
 from supernets.mixture import mixture_parameter_count  # noqa: E402
 
 WARMUP = 3

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nas import api  # noqa: E402
 from nas.core.schema import to_plain  # noqa: E402
-from nas.engine.fidelity_report import format_summary  # noqa: E402
+from nas.engine.fidelity.report import format_summary  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
 
 DEFAULT_ARCHS = {"cell201": 30}

@@ -31,7 +31,7 @@ from nas import api  # noqa: E402
 from nas.core.rng import python_rng  # noqa: E402
 from nas.engine.bn import recalibrate_bn  # noqa: E402
 from nas.engine.evaluator import accuracy  # noqa: E402
-from nas.engine.latency import LatencyTable, measure, table_filename  # noqa: E402
+from nas.engine.searching.latency import LatencyTable, measure, table_filename  # noqa: E402
 
 SEARCHERS = ("random", "evolution", "optuna-tpe")
 

@@ -36,9 +36,9 @@ from nas.core.arch import Arch, arch_id  # noqa: E402
 from nas.core.errors import ConfigError, NasError  # noqa: E402
 from nas.core.registry import ESTIMATORS  # noqa: E402
 from nas.core.rng import python_rng  # noqa: E402
-from nas.engine.fidelity import recipe_ground_truth, standalone_record  # noqa: E402
+from nas.engine.fidelity.runner import recipe_ground_truth, standalone_record  # noqa: E402
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, cpu_model  # noqa: E402
-from nas.search_api import resolve_budget  # noqa: E402
+from nas.engine.searching.stage import resolve_budget  # noqa: E402
 
 BASELINES = ("supernet", "macs", "params")
 MAX_DRAWS = 100_000     # random draws before giving up on finding N distinct feasible archs

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nas import api  # noqa: E402
 from nas.core.arch import Arch, arch_id  # noqa: E402
 from nas.core.errors import NasError  # noqa: E402
-from nas.engine.fidelity import arch_record, recipe_ground_truth  # noqa: E402
+from nas.engine.fidelity.runner import arch_record, recipe_ground_truth  # noqa: E402
 from nas.engine.run import resolve_arch  # noqa: E402
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, cpu_model  # noqa: E402
 

@@ -3,7 +3,7 @@
 1. Trains the config's supernet (default `fashion_mnist_mbv3`) and reports, on the TEST split
    after BN recalibration, top-1 of its min, mid (the strategy's monitored mid arch) and max
    subnets, with epochs, wall time and images/s.
-2. Trains the same three architectures alone from scratch with `nas.engine.standalone`
+2. Trains the same three architectures alone from scratch with `nas.engine.fidelity.standalone`
    (each exported from a freshly initialised supernet, seeded by the arch, exactly as the
    ground truth of `nas fidelity` does) with the run's own recipe: the config's optimiser,
    per-iteration LR schedule, augmentation, batch size, epochs and label smoothing (that of
@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nas import api  # noqa: E402
 from nas.core.config import load_config  # noqa: E402
-from nas.engine.ground_truth import init_seed  # noqa: E402
-from nas.engine.recipe import load_recipe  # noqa: E402
+from nas.engine.fidelity.ground_truth import init_seed  # noqa: E402
+from nas.engine.fidelity.recipe import load_recipe  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
-from nas.engine.standalone import train_standalone  # noqa: E402
+from nas.engine.fidelity.standalone import train_standalone  # noqa: E402
 
 
 def main() -> None:

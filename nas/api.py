@@ -2,7 +2,7 @@
 
 It wires the stages together; the CLI is a thin layer over it. A run and its builders (`Run`,
 `load_run`, `build_space`, `build_strategy`...) live in `nas.engine.run` and the search stages
-in `nas.search_api`; both are re-exported here.
+in `nas.engine.searching.stage`; both are re-exported here.
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from nas.engine.checkpoint import LAST
 from nas.engine.data.sources import DataSource
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import SPLITS, Evaluator
-from nas.engine.exporter import FORMATS as EXPORT_FORMATS
-from nas.engine.fidelity_report import format_summary as format_fidelity_summary
+from nas.engine.export import FORMATS as EXPORT_FORMATS
+from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.results import (
     EvalResult,
     ExportResult,
@@ -46,11 +46,11 @@ from nas.engine.run import (
     standalone_model,
 )
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, open_run
-from nas.search_api import latency_table, resolve_budget, search
+from nas.engine.searching.stage import latency_table, resolve_budget, search
 
 if TYPE_CHECKING:
     from nas.engine.results import FidelityResult
-    from nas.engine.recipe import Recipe
+    from nas.engine.fidelity.recipe import Recipe
 
 __all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "GenerateResult", "GroundTruthResult", "Run",
            "TrainSummary", "arch_generator", "build_space", "build_strategy", "build_supernet", "evaluate",
@@ -139,7 +139,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     Raises:
         Interrupted: SIGINT or SIGTERM stopped training (after writing its checkpoint).
     """
-    from nas.engine.trainer import Trainer
+    from nas.engine.training.trainer import Trainer
 
     env = detect(device)
     init_process_group(env)
@@ -171,11 +171,11 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
 
 def _with_capped_warmup(config: RunConfig, source: DataSource, announce: bool) -> RunConfig:
     """The config with a warm-up longer than a tenth of the run cut to a tenth (see
-    `nas.engine.schedule`), saying so on stderr when `announce`."""
+    `nas.engine.training.schedule`), saying so on stderr when `announce`."""
     from dataclasses import replace
 
     from nas.engine.data.batches import steps_per_epoch
-    from nas.engine.schedule import capped_warmup
+    from nas.engine.training.schedule import capped_warmup
 
     t = config.train
     total = t.steps if t.steps is not None else t.epochs * steps_per_epoch(source.num_train, t.batch_size)
@@ -198,7 +198,7 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
                   export_format: str = "pt2") -> ExportResult:
     """Recalibrate BN, evaluate, and export `arch` to `out` (default `runs/NAME/export/<arch_id>`);
     `export_format="onnx"` also writes `model.onnx` (the `onnx` extra)."""
-    from nas.engine.exporter import check_export_dir, check_format, save_export
+    from nas.engine.export import check_export_dir, check_format, save_export
 
     check_format(export_format)     # a missing package fails before the evaluations
     arch = resolve_arch(run.space, arch)
@@ -258,8 +258,8 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
     Returns a `GroundTruthResult`: `records` holds one `{"arch_id", "arch", "macs", "params",
     "standalone_test_top1", ...}` per arch sorted by MACs, `new` the trainings run by this call.
     """
-    from nas.engine.fidelity import check_arguments, plan, standalone_record
-    from nas.engine.fidelity_report import seed_agreement
+    from nas.engine.fidelity.runner import check_arguments, plan, standalone_record
+    from nas.engine.fidelity.report import seed_agreement
 
     check_arguments(archs, epochs, seeds, workers)
     check_writable(ground_truth_dir, "--ground-truth")
@@ -298,9 +298,9 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     supernet with a verdict. Returns a `nas.engine.results.FidelityResult`. Workers are started with multiprocessing's spawn
     method: a script that calls this with `workers > 1` needs an `if __name__ == "__main__":` guard.
     """
-    from nas.engine.fidelity import check_arguments, plan, run_fidelity
+    from nas.engine.fidelity.runner import check_arguments, plan, run_fidelity
     from estimators import EstimatorContext
-    from nas.engine.fidelity_estimators import build_estimators, needs_batches, parse_names, scoring
+    from nas.engine.fidelity.estimators import build_estimators, needs_batches, parse_names, scoring
 
     check_arguments(archs, epochs, seeds, workers)     # before loading the run
     check_int("--init-seeds", init_seeds, 1)

@@ -1,7 +1,7 @@
 """The searcher protocol: `ask() -> arch`, `tell(arch, record)`, `best()`.
 
 The loop, constraints, deduplication policy, logging and resume live once, in
-`nas/engine/search_runner.py`. A searcher proposes architectures and learns from the results:
+`nas/engine/searching/runner.py`. A searcher proposes architectures and learns from the results:
 1. `ask()` proposes an arch (any values; the runner canonicalises it);
 2. the runner rejects it (`reject`: infeasible, or `duplicate` found an earlier trial) or
    `claim`s it and evaluates it;

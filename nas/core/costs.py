@@ -3,7 +3,7 @@
 Every place that names a cost (a search's budgets, its records and error messages, the CLI
 flags, `pareto.json` and its figure, the default search folder name) reads it from `COSTS`,
 so a new cost is one more entry here plus the code that computes it
-(`nas.engine.search_costs`). The order is the order of the checks: cheap analytic costs first.
+(`nas.engine.searching.costs`). The order is the order of the checks: cheap analytic costs first.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 stores per constrained cost; `ranks` and `crowding` are the non-dominated sorting and
 crowding distance of NSGA-II (Deb et al., 2002) that the evolution searcher's Pareto mode
 uses to pick parents. Pure functions of plain records; the files live in
-`nas.engine.pareto_report`.
+`nas.engine.searching.pareto_report`.
 """
 from __future__ import annotations
 

@@ -19,11 +19,11 @@ from nas.core.arch import Arch
 from nas.core.errors import NasError, RunError
 from nas.core.pareto import Record
 from nas.engine.checkpoint import LAST
-from nas.engine.jsonl import read_records
+from nas.core.jsonl import read_records
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, find_run
 
 if TYPE_CHECKING:
-    from nas.engine.recipe import Recipe
+    from nas.engine.fidelity.recipe import Recipe
 
 
 class JsonResult:

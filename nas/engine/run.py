@@ -2,7 +2,7 @@
 
 `Run` (a trained run loaded from its folder), `load_run`, the builders of a config's space,
 supernet, strategy and data, `resolve_arch`, `arch_generator` and `standalone_model` live
-here, below `nas.api` and `nas.search_api`, so neither of those (nor a spawned fidelity or
+here, below `nas.api` and `nas.engine.searching.stage`, so neither of those (nor a spawned fidelity or
 search worker, which unpickles its callbacks by module name) has to import the other.
 `nas.api` re-exports them.
 """

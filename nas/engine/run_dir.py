@@ -30,7 +30,7 @@ from nas.core.errors import ConfigError, RunError, clip
 from nas.core.files import check_writable, write_json, write_text
 from nas.engine.checkpoint import LAST, tensors
 from nas.engine.devices import cpu_model
-from nas.engine.locks import LOCK_FILE, folder_lock
+from nas.core.locks import LOCK_FILE, folder_lock
 
 DEFAULT_RUNS_DIR = "runs"
 _NAME = re.compile(r"[A-Za-z0-9._-]+")

@@ -14,7 +14,7 @@ from nas.core.errors import Interrupted
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.results import TrainSummary
 from nas.engine.run_dir import RunDir
-from nas.engine.trainer import Trainer
+from nas.engine.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 

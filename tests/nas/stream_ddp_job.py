@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from nas import api  # noqa: E402
 from nas.core.config import load_config  # noqa: E402
-from nas.engine.trainer import Trainer  # noqa: E402
+from nas.engine.training.trainer import Trainer  # noqa: E402
 
 
 def digest(row) -> str:

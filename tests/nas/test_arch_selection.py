@@ -8,7 +8,7 @@ import pytest
 from nas.core.arch import arch_id
 from nas.core.errors import ConfigError
 from nas.core.rng import python_rng
-from nas.engine.arch_selection import candidate_pool, level_sample, select_archs
+from nas.engine.fidelity.arch_selection import candidate_pool, level_sample, select_archs
 from tests.conftest import make_space
 
 

@@ -14,7 +14,7 @@ from nas.core import yaml_io
 from nas.core.config import load_config
 from nas.core.errors import CheckpointError, ConfigError, RunError, TrainingDiverged
 from nas.engine.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint, state_dict_mismatch
-from nas.engine.trainer import Trainer
+from nas.engine.training.trainer import Trainer
 from tests.nas.corpus import damage_tensor_data
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 from tests.nas.tiny import tiny_config

@@ -11,7 +11,7 @@ from nas.core.config import load_config
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.data.batches import Augment, train_batches
 from nas.engine.run_dir import RunDir
-from nas.engine.trainer import Trainer
+from nas.engine.training.trainer import Trainer
 from supernets.base import StepIO
 from tests.nas.helpers import torchrun
 from tests.nas.tiny import tiny_config

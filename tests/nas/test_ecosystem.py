@@ -15,7 +15,7 @@ from nas import api, cli
 from nas.core import yaml_io
 from nas.core.errors import NasError
 from nas.core.pareto import front
-from nas.engine import latency
+from nas.engine.searching import latency
 from nas.engine.results import EvalResult, ExportResult
 from tests.nas.tiny import tiny_config
 
@@ -94,7 +94,7 @@ def test_timm_resolve_data_config_gives_the_export_preprocessing(exported_min):
 def test_onnx_export_without_its_packages_is_one_line_naming_them(trained, capsys, tmp_path, monkeypatch):
     import importlib.util
 
-    from nas.engine import exporter
+    from nas.engine import export as exporter
 
     real = importlib.util.find_spec
     monkeypatch.setattr(exporter.importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript"

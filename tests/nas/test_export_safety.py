@@ -11,7 +11,7 @@ import pytest
 from nas import api, cli
 from nas.core.arch import arch_id, read_arch_file
 from nas.core.files import atomic_dir, recover_dir
-from nas.engine.exporter import save_export
+from nas.engine.export import save_export
 from tests.nas.safety import folder_digests, one_line_error
 
 
@@ -35,7 +35,7 @@ def test_ctrl_c_during_an_export_into_an_existing_folder_keeps_the_old_export(tr
     def interrupted(*args, **kwargs):      # model.pt2 and weights.safetensors are written by now
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("nas.engine.exporter.write_arch_file", interrupted)
+    monkeypatch.setattr("nas.engine.export.write_arch_file", interrupted)
     assert _export(trained, out, "min") == 130
     assert "nas export: interrupted" in capsys.readouterr().err
     assert folder_digests(out) == before and [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -25,9 +25,9 @@ from nas.core.registry import ESTIMATORS
 from nas.core.rng import derive_seed
 from nas.engine.data.build import build_source
 from nas.engine.data.datasets import load_dataset
-from nas.engine.rank_stats import macs_terciles, top_k_overlap
-from nas.engine.recipe import load_recipe
-from nas.engine.standalone import train_standalone
+from nas.engine.fidelity.rank_stats import macs_terciles, top_k_overlap
+from nas.engine.fidelity.recipe import load_recipe
+from nas.engine.fidelity.standalone import train_standalone
 from tests.nas.test_cli_runs import _one_line_error
 from tests.nas.safety import copy_run, folder_digests, read_only, wait_for
 from tests.nas.test_rank_stats import brute_rho, brute_tau_b, brute_within_bin_tau
@@ -438,7 +438,7 @@ def test_every_estimator_is_reported_against_the_ground_truth(runs, tmp_path, ca
 
 
 def test_a_calibrated_model_no_better_than_chance_is_flagged():
-    from nas.engine.fidelity_report import format_estimators
+    from nas.engine.fidelity.report import format_estimators
 
     def row(tau):
         return {"kendall_tau": tau, "kendall_tau_ci90": [tau - 0.2, tau + 0.2], "within_bin_tau": tau,

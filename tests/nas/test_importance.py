@@ -18,7 +18,7 @@ from nas.engine.distributed import DistEnv
 from nas.engine.data.importance import DataImportance, data_importance, example_norms
 from nas.engine.run_dir import RunDir
 from nas.engine.data.sources import in_memory_source
-from nas.engine.trainer import Trainer
+from nas.engine.training.trainer import Trainer
 from tests.nas.helpers import resumed_api_run, two_gloo_ranks
 from tests.nas.tiny import tiny_config
 

@@ -1,4 +1,4 @@
-"""nas.engine.jsonl: the one reader and writer of append-only JSON-lines files (metrics.jsonl too)."""
+"""nas.core.jsonl: the one reader and writer of append-only JSON-lines files (metrics.jsonl too)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from nas.core.errors import RunError
-from nas.engine.jsonl import append_record, keep_records, read_records
+from nas.core.jsonl import append_record, keep_records, read_records
 
 
 def test_records_round_trip_one_line_each(tmp_path):

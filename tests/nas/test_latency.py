@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from nas.core.errors import RunError, SearchError
-from nas.engine.latency import (
+from nas.engine.searching.latency import (
     LatencyTable,
     build_table,
     device_record,
@@ -137,7 +137,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.gpu
 @cuda
 def test_measure_on_cuda_uses_events(monkeypatch):
-    from nas.engine import latency
+    from nas.engine.searching import latency
 
     events, elapsed = [], []
 

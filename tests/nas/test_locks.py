@@ -15,20 +15,20 @@ import pytest
 
 from nas import api, cli
 from nas.core.errors import RunError
-from nas.engine.locks import Claims, folder_lock
+from nas.core.locks import Claims, folder_lock
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
 import sys
-from nas.engine.locks import Claims, folder_lock
+from nas.core.locks import Claims, folder_lock
 with folder_lock(sys.argv[1], sys.argv[2]):
     print("locked", flush=True)
     sys.stdin.read()                  # held until the test closes stdin (or kills this process)
 """
 CLAIMER = """
 import os, sys
-from nas.engine.locks import Claims
+from nas.core.locks import Claims
 assert Claims().try_take(sys.argv[1])
 os._exit(0)                           # dies holding it
 """
@@ -136,7 +136,7 @@ def test_a_claim_of_another_host_is_stale_once_its_heartbeat_stops(tmp_path, mon
     path = tmp_path / "a.lock"
     path.write_text("elsewhere 1 0123456789abcdef0123456789abcdef\n")
     clock = [100.0]
-    monkeypatch.setattr("nas.engine.locks.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("nas.core.locks.time.monotonic", lambda: clock[0])
     with Claims(stale_s=60) as claims:
         assert not claims.try_take(path)              # first look: the clock starts
         clock[0] += 59

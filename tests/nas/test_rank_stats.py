@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from nas.engine.rank_stats import (
+from nas.engine.fidelity.rank_stats import (
     average_ranks,
     bin_gaps,
     bootstrap_interval,

@@ -9,7 +9,7 @@ import yaml
 
 from nas import api
 from nas.core.config import load_config
-from nas.engine.schedule import build_scheduler, capped_warmup, effective_warmup
+from nas.engine.training.schedule import build_scheduler, capped_warmup, effective_warmup
 from tests.nas.tiny import tiny_config
 
 

@@ -8,10 +8,10 @@ import pytest
 from nas.core.arch import read_arch_file
 from nas.core.errors import ConfigError, SearchError
 from nas.core.pareto import crowding, front, ranks
-from nas.engine.exporter import save_export
-from nas.engine.latency import LatencyTable, device_record
-from nas.engine.search_results import read_results
-from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, run_search
+from nas.engine.export import save_export
+from nas.engine.searching.latency import LatencyTable, device_record
+from nas.engine.searching.results import read_results
+from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
 from tests.conftest import make_supernet
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,

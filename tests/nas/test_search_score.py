@@ -14,8 +14,8 @@ from nas import api, cli
 from nas.core.arch import Arch
 from nas.core.errors import SearchError
 from nas.core.registry import ESTIMATORS, Entry, NoOptions
-from nas.engine.search_costs import Constraints
-from nas.engine.search_runner import SearchOutput, SearchPlan, run_search
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.runner import SearchOutput, SearchPlan, run_search
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 
 SEEN: dict[str, EstimatorContext] = {}
@@ -200,7 +200,7 @@ def test_a_search_folder_from_before_scores_resumes_as_supernet(trained, tmp_pat
 
 
 def test_auto_says_when_its_choice_is_indistinguishable_from_chance(tmp_path):
-    from nas.engine.search_score import choose_score
+    from nas.engine.searching.score import choose_score
 
     path = _summary(tmp_path / "fidelity" / "flat", {"supernet": 0.02, "naswot": 0.08}, 1_000_000_000)
     choice = choose_score("auto", tmp_path)
@@ -214,7 +214,7 @@ def test_auto_says_when_its_choice_is_indistinguishable_from_chance(tmp_path):
 
 
 def test_auto_reads_only_summaries_that_compare_estimators(tmp_path):
-    from nas.engine.search_score import choose_score
+    from nas.engine.searching.score import choose_score
 
     _summary(tmp_path / "fidelity" / "a", {"macs": 0.3, "supernet": 0.3, "naswot": 0.3}, 1_000_000_000)
     assert choose_score("auto", tmp_path).name == "supernet"           # a tie goes to the supernet

@@ -8,10 +8,10 @@ import torch
 
 from nas import api
 from nas.core.config import load_config
-from nas.engine import ground_truth, standalone
+from nas.engine.fidelity import ground_truth, standalone
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.data.build import build_source
-from nas.engine.recipe import load_recipe
+from nas.engine.fidelity.recipe import load_recipe
 from tests.nas.tiny import tiny_config
 
 STEPS = 6

@@ -11,7 +11,7 @@ from nas.core.config import load_config
 from nas.core.errors import CheckpointError
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.evaluator import static_accuracy
-from nas.engine.trainer import Trainer
+from nas.engine.training.trainer import Trainer
 from tests.nas.helpers import straight_and_resumed
 from tests.nas.tiny import tiny_config
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from nas.core.config import load_config
-from nas.engine.exporter import save_export
+from nas.engine.export import save_export
 from search_spaces.timm_models import build_timm_model, load_timm_export
 from tests.conftest import make_space, make_supernet
 

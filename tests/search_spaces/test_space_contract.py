@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nas.core.registry import SPACES
 from nas.engine.counting import counted_flops, parameter_count
-from nas.engine.exporter import export_program
+from nas.engine.export import export_program
 from tests.conftest import SMALL_OPTIONS, make_space, make_supernet
 
 SPACE_NAMES = SPACES.names()

@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from nas.core.config import load_config
 from nas.core.errors import ConfigError
 from nas.engine.counting import counted_flops
-from nas.engine.exporter import save_export
+from nas.engine.export import save_export
 from search_spaces.ops import ElasticPatchEmbed
 from search_spaces.timm_models import load_timm_export
 from tests.conftest import make_space, make_supernet

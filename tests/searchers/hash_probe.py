@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from nas.core.arch import arch_id
-from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, run_search
+from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
 from tests.conftest import make_space
 from tests.searchers.stub import MAX_MACS, StubEvaluator, small_space, target_arch
 

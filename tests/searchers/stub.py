@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     torch.set_num_threads(1)
-    from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
+    from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
     space = small_space()
     result = run_search(space, StubEvaluator(space, target_arch(space), args.sleep, before),
                         SearchPlan(args.searcher, trials=args.trials, seed=args.seed),

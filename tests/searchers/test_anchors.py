@@ -8,7 +8,7 @@ import pytest
 from optuna.trial import TrialState
 
 from nas.core.arch import arch_id
-from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
+from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
 from searchers.optuna_storage import open_storage
 from tests.conftest import make_space
 from tests.searchers.stub import (  # noqa: F401

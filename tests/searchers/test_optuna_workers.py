@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 
 from nas.core.arch import arch_id
 from nas.core.errors import SearchError
-from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
+from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
 from searchers.optuna_storage import ask_lock, open_storage, storage_file
 from tests.nas.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401

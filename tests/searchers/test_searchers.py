@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from nas.core.errors import ConfigError, SearchError
 from nas.core.registry import SEARCHERS
-from nas.engine.search_runner import (Constraints, SearchOutput, SearchPlan, SharedStudy, parse_searcher_options,
+from nas.engine.searching.runner import (Constraints, SearchOutput, SearchPlan, SharedStudy, parse_searcher_options,
                                       run_search)
 from searchers.evolution import EvolutionOptions, EvolutionSearcher
 from searchers.optuna_searcher import (

@@ -15,7 +15,7 @@ from nas.core.config import load_config
 from nas.core.errors import Interrupted
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.data.datasets import load_dataset
-from nas.engine.trainer import Trainer
+from nas.engine.training.trainer import Trainer
 from supernets import attentive_table
 from supernets.base import StepIO, preserved_buffers
 from tests.nas.tiny import tiny_config

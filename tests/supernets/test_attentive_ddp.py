@@ -16,7 +16,7 @@ def _rank(rank: int, store: str, cache_dir: str, results) -> None:
     from nas.engine.data.datasets import load_dataset
     from nas.engine.distributed import DistEnv
     from nas.engine.run_dir import RunDir
-    from nas.engine.trainer import Trainer
+    from nas.engine.training.trainer import Trainer
     from tests.nas.tiny import tiny_config
 
     torch.set_num_threads(1)

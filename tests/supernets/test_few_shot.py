@@ -17,8 +17,8 @@ from nas.core.config import load_config
 from nas.core.errors import ConfigError
 from nas.engine.data.datasets import load_dataset
 from nas.engine.run_dir import RunDir
-from nas.engine.schedule import build_scheduler
-from nas.engine.trainer import Trainer
+from nas.engine.training.schedule import build_scheduler
+from nas.engine.training.trainer import Trainer
 from supernets.base import StepIO
 from supernets.few_shot import FewShotOptions, FewShotStrategy, SplitOptions
 from supernets.few_shot_probe import Decision, decide_split, probe_halves, shared_parameters

@@ -14,7 +14,7 @@ from nas.core.errors import ConfigError
 from nas.engine.counting import counted_flops, parameter_count
 from nas.engine.data.datasets import load_dataset
 from nas.engine.run_dir import RunDir
-from nas.engine.trainer import Trainer
+from nas.engine.training.trainer import Trainer
 from search_spaces.cell201 import Cell201Supernet
 from supernets.mixture import MixtureOptions, MixtureSource, apply_mixture, parity_scales
 from supernets.router import Router

@@ -26,7 +26,7 @@ from nas.engine.checkpoint import load_checkpoint, save_checkpoint
 from nas.engine.data.datasets import load_dataset
 from nas.engine.distributed import DistEnv
 from nas.engine.run_dir import RunDir
-from nas.engine.trainer import Trainer
+from nas.engine.training.trainer import Trainer
 from supernets.few_shot import FewShotStrategy
 from supernets.router import Router
 from tests.nas.tiny import tiny_config

@@ -15,8 +15,8 @@ from nas.core.errors import Interrupted
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.data.datasets import load_dataset
 from nas.engine.evaluator import Evaluator
-from nas.engine.exporter import max_abs_difference
-from nas.engine.trainer import Trainer
+from nas.engine.export import max_abs_difference
+from nas.engine.training.trainer import Trainer
 from search_spaces.ops.source import WeightSource
 from supernets.base import seeded_supernet
 from tests.conftest import make_space, make_supernet

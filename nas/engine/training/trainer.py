@@ -44,10 +44,10 @@ from nas.engine.data.sources import DataSource, as_source
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
 from nas.engine.data.importance import data_importance
-from nas.engine.jsonl import append_record, keep_records
+from nas.core.jsonl import append_record, keep_records
 from nas.engine.run_dir import RunDir
-from nas.engine.schedule import build_scheduler
-from nas.engine.train_logging import TrainLogger, interrupted_message
+from nas.engine.training.schedule import build_scheduler
+from nas.engine.training.train_logging import TrainLogger, interrupted_message
 from supernets.base import Restructure, StepIO, Strategy, restore_strategy
 
 _SGD_NAMES = ("sgd", "nesterov", "momentum")

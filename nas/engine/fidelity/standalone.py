@@ -30,9 +30,9 @@ from nas.engine.data.batches import steps_per_epoch
 from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, InMemorySource, as_source
 from nas.engine.evaluator import Accuracy, accuracy, resize, static_accuracy
-from nas.engine.recipe import Recipe
-from nas.engine.schedule import build_scheduler
-from nas.engine.trainer import build_optimizer, clip_gradients
+from nas.engine.fidelity.recipe import Recipe
+from nas.engine.training.schedule import build_scheduler
+from nas.engine.training.trainer import build_optimizer, clip_gradients
 from nas.engine.results import StandaloneResult
 
 PARTIAL_EVERY_S = 300.0     # how often a standalone training saves its state to resume from

@@ -29,7 +29,7 @@ from nas.core.config import AugmentConfig, DataConfig, EvalConfig, RunConfig, Tr
 from nas.core.errors import ConfigError, check_int
 from nas.core.registry import did_you_mean
 from nas.core.schema import to_plain
-from nas.engine.schedule import capped_warmup
+from nas.engine.training.schedule import capped_warmup
 
 SECTIONS = ("train", "data")
 DEFAULT_LABEL_SMOOTHING = 0.1
@@ -37,7 +37,7 @@ _NOT_HASHED = ("threads", "checkpoint", "log_every")
 _DATA_NOT_HASHED = ("in_memory", "workers", "sampling")
 _ALWAYS_HASHED_AUGMENT = ("crop_padding", "hflip")
 _LENGTH = ("epochs", "steps")
-# How `nas.engine.schedule` shapes the rate; part of the digest, so trainings made under an
+# How `nas.engine.training.schedule` shapes the rate; part of the digest, so trainings made under an
 # earlier schedule (a warm-up that was not a prefix of the cosine) are not reused.
 SCHEDULE = "warmup-prefix"
 
@@ -77,7 +77,7 @@ def _data_section(data: DataConfig) -> dict[str, Any]:
 
 
 def with_effective_warmup(recipe: Recipe, total_steps: int) -> Recipe:
-    """`recipe` with the warm-up its `total_steps` actually use (`nas.engine.schedule`), so a
+    """`recipe` with the warm-up its `total_steps` actually use (`nas.engine.training.schedule`), so a
     recipe read from a run whose config recorded the cut warm-up and one read from the
     uncut YAML name the same trainings."""
     train, _ = capped_warmup(recipe.train, total_steps)

@@ -53,12 +53,12 @@ from nas.core.pareto import front as pareto_front
 from nas.core.pareto import objective
 from nas.core.registry import SEARCHERS
 from nas.core.schema import Problems, convert_dataclass
-from nas.engine.latency import LatencyTable
-from nas.engine.locks import folder_lock
-from nas.engine.pareto_report import pareto_figure, write_pareto
+from nas.engine.searching.latency import LatencyTable
+from nas.core.locks import folder_lock
+from nas.engine.searching.pareto_report import pareto_figure, write_pareto
 from nas.engine.results import SearchResult
-from nas.engine.search_costs import Constraints, SearchCosts
-from nas.engine.search_results import append_record, read_results, unique_records
+from nas.engine.searching.costs import Constraints, SearchCosts
+from nas.engine.searching.results import append_record, read_results, unique_records
 from search_spaces.base import ArchSpace
 from searchers.base import Record, SearchContext, Searcher, best_record, check_settings
 

@@ -2,14 +2,14 @@
 
 The standalone model of an arch is the export of a freshly initialised plain supernet of the
 space (never a run's trained weights), seeded by (training seed, arch_id), then trained alone
-with a recipe (`nas.engine.standalone`). So a result depends only on the space, the arch, the
+with a recipe (`nas.engine.fidelity.standalone`). So a result depends only on the space, the arch, the
 recipe and the seed, and every run on one space shares it:
 
     DIR/<space name>-<space fingerprint>/<recipe digest>-<e<epochs> | t<steps>>/
         recipe.json            the recipe and the space section its digest covers
         <arch_id>-s<k>.json    seed k: {"arch_id", "arch", "seed", "train_seed", "macs", "params",
                                "test_top1", "test_top5", "steps", "seconds", "threads", "torch"}
-        <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.engine.locks.Claims`)
+        <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.core.locks.Claims`)
         <arch_id>-s<k>.partial.pt  while it trains: its state every 5 minutes, to resume from
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
@@ -47,9 +47,9 @@ from nas.core.rng import derive_seed
 from nas.core.schema import to_plain
 from nas.engine.data.build import build_source
 from nas.engine.data.sources import DataSource
-from nas.engine.locks import Claims
-from nas.engine.recipe import Recipe
-from nas.engine.standalone import train_standalone
+from nas.core.locks import Claims
+from nas.engine.fidelity.recipe import Recipe
+from nas.engine.fidelity.standalone import train_standalone
 from search_spaces.base import ArchSpace
 
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
@@ -100,7 +100,7 @@ class GroundTruth:
         """Call `on_arch(arch, results of seeds 0..seeds-1)` once per arch as soon as all its
         seeds are cached or trained (cached ones first); returns the trainings this process ran.
 
-        Each training is claimed first (`<arch_id>-s<k>.lock`, `nas.engine.locks.Claims`), so
+        Each training is claimed first (`<arch_id>-s<k>.lock`, `nas.core.locks.Claims`), so
         processes sharing the folder, on this machine or others, split the trainings: one that
         finds a training claimed moves on and later reads the other's result (or takes the
         claim over when its holder died).

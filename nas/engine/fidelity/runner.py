@@ -1,8 +1,8 @@
 """`nas fidelity`: how well a trained supernet ranks archs, measured against standalone training.
 
-For each selected arch (`nas.engine.arch_selection`) the supernet's test top-1 (BN
+For each selected arch (`nas.engine.fidelity.arch_selection`) the supernet's test top-1 (BN
 recalibrated, through the caller's `supernet_top1`) is compared with the mean test top-1 of
-`seeds` standalone trainings (`nas.engine.ground_truth`). Files in the output directory,
+`seeds` standalone trainings (`nas.engine.fidelity.ground_truth`). Files in the output directory,
 whose name the caller derives from the arguments so that the same command resumes:
 
 - `fidelity.json`: the settings (selected arch ids, recipe digest, seeds, checkpoint step),
@@ -12,10 +12,10 @@ whose name the caller derives from the arguments so that the same command resume
   `{"arch_id", "arch", "macs", "params", "supernet_test_top1", "standalone_test_top1" (mean
   over seeds), "standalone_test_top1_seeds", "standalone_seconds", "gap_points" (standalone
   minus supernet, in points), "estimators" ({name: score}, see
-  `nas.engine.fidelity_estimators`)}`. A killed run resumes arch by arch: archs in this file
+  `nas.engine.fidelity.estimators`)}`. A killed run resumes arch by arch: archs in this file
   are not measured again, trainings already in the ground truth are reused;
 - `summary.json`, `scatter.png`, `scatter-<estimator>.png` and TensorBoard scalars in `tb/`
-  once every arch is done (`nas.engine.fidelity_report`).
+  once every arch is done (`nas.engine.fidelity.report`).
 """
 from __future__ import annotations
 
@@ -32,13 +32,13 @@ from nas.core.arch import Arch, arch_id
 from nas.core.config import RunConfig
 from nas.core.errors import RunError, check_int
 from nas.core.files import record_lock, write_json, write_text
-from nas.engine.arch_selection import select_archs
-from nas.engine.fidelity_estimators import CALIBRATED, Scoring, calibrated_scores, score_archs
-from nas.engine.fidelity_report import estimator_summary, summarize, write_report
-from nas.engine.ground_truth import GroundTruth, ModelFactory, recipe_source, stop_on_sigterm
-from nas.engine.jsonl import append_record, read_records
-from nas.engine.recipe import Recipe, load_recipe, with_effective_warmup
-from nas.engine.standalone import total_steps
+from nas.engine.fidelity.arch_selection import select_archs
+from nas.engine.fidelity.estimators import CALIBRATED, Scoring, calibrated_scores, score_archs
+from nas.engine.fidelity.report import estimator_summary, summarize, write_report
+from nas.engine.fidelity.ground_truth import GroundTruth, ModelFactory, recipe_source, stop_on_sigterm
+from nas.core.jsonl import append_record, read_records
+from nas.engine.fidelity.recipe import Recipe, load_recipe, with_effective_warmup
+from nas.engine.fidelity.standalone import total_steps
 from nas.engine.results import FidelityResult
 from search_spaces.base import ArchSpace
 
@@ -91,7 +91,7 @@ def plan(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: st
     """Select the archs and build the recipe (see `check_arguments` for the counts).
 
     `recipe` is a recipe file, a `Recipe` (its length replaced by `epochs` when given), or None
-    (the config's own, see `nas.engine.recipe`).
+    (the config's own, see `nas.engine.fidelity.recipe`).
     """
     truth = recipe_ground_truth(config, space, make_model, root, recipe, epochs)
     selected = select_archs(space, archs, selection_seed)

@@ -16,7 +16,7 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS
 from nas.core.errors import ConfigError, SearchError
-from nas.engine.latency import LatencyTable
+from nas.engine.searching.latency import LatencyTable
 from search_spaces.base import ArchSpace
 
 

@@ -61,7 +61,7 @@ def latency_table(run: Run, device: str | torch.device | None = None, batch: int
                   progress: bool = True) -> Path:
     """Measure every distinct layer configuration of the run's space on `device` (None: the
     run's device) (`nas latency-table`)."""
-    from nas.engine.latency import write_latency_table
+    from nas.engine.searching.latency import write_latency_table
 
     device = resolve_device(device) if device is not None else run.device
     check_int("--batch", batch, 1)
@@ -110,8 +110,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
-    from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
-    from nas.engine.search_score import choose_score, search_score
+    from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
+    from nas.engine.searching.score import choose_score, search_score
 
     device = _check_search_arguments(run, device, batch, workers)
     chosen = choose_score(score, run.dir.root)
@@ -147,7 +147,7 @@ def _check_search_arguments(run: Run, device: str | torch.device | None, batch: 
 
 def _search_table(run: Run, device: torch.device, batch: int, progress: bool) -> Any:
     """The run's latency table for `device`/`batch`, measured first if missing."""
-    from nas.engine.latency import LatencyTable, table_filename
+    from nas.engine.searching.latency import LatencyTable, table_filename
 
     path = run.dir.root / "latency" / table_filename(device, batch)
     if not path.is_file():

@@ -1,4 +1,4 @@
-"""The statistics, files and printout of a fidelity measurement (`nas.engine.fidelity`).
+"""The statistics, files and printout of a fidelity measurement (`nas.engine.fidelity.runner`).
 
 Statistics over the N measured archs (supernet test top-1 x, standalone test top-1 y, the
 mean over seeds): Kendall tau-b and Spearman rho of x against y, top-k overlap with
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.files import write_json
-from nas.engine.fidelity_estimators import BASELINES
+from nas.engine.fidelity.estimators import BASELINES
 from nas.engine.plotting import pyplot, save_png
-from nas.engine.rank_stats import (
+from nas.engine.fidelity.rank_stats import (
     bin_gaps,
     bootstrap_interval,
     finite_or_none,

@@ -1,6 +1,6 @@
 """results.jsonl of a search: one JSON record per evaluated arch, appended as it finishes.
 
-A kill can tear the last line, which the next read drops (`nas.engine.jsonl`); a line in the
+A kill can tear the last line, which the next read drops (`nas.core.jsonl`); a line in the
 middle that is not a search record is an error naming it. Two processes appending to one file
 (before searches were locked) can leave an arch twice: a replay counts the first record of
 each arch.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nas.core.errors import SearchError
-from nas.engine.jsonl import append_record, read_records
+from nas.core.jsonl import append_record, read_records
 from searchers.base import Record
 
 __all__ = ["append_record", "read_results", "unique_records"]
