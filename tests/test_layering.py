@@ -63,6 +63,48 @@ def test_every_import_points_down_the_layers():
     assert not problems, "\n".join(problems)
 
 
+# The engine's stages: each one's entry, result types and machinery live in its folder (or module).
+STAGES = ("nas.engine.training", "nas.engine.searching", "nas.engine.fidelity", "nas.engine.export")
+# stage -> the other stages it may import: a standalone training (fidelity) reuses the trainer's
+# optimizer, gradient clipping and schedules
+STAGE_IMPORTS = {"nas.engine.fidelity": {"nas.engine.training"}}
+
+
+def stage_of(module: str) -> str | None:
+    return next((s for s in STAGES if module == s or module.startswith(s + ".")), None)
+
+
+def stage_problem(here: str, imported: str) -> str | None:
+    """What is wrong with engine module `here` importing `imported`, or None."""
+    if imported == "nas.api" or imported.startswith("nas.api."):
+        return f"{here} imports the API ({imported})"
+    target, own = stage_of(imported), stage_of(here)
+    if target is None or target == own:
+        return None
+    if own is None:
+        return f"{here} (shared engine floor) imports the stage {imported}"
+    if target not in STAGE_IMPORTS.get(own, set()):
+        return f"{here} ({own}) imports another stage: {imported}"
+    return None
+
+
+def test_the_engine_floor_is_shared_and_stages_stay_apart():
+    """Engine modules outside the stages (run, evaluator, checkpoint, data...) import no stage;
+    a stage imports another only where `STAGE_IMPORTS` says; nothing in the engine imports the API."""
+    problems = [stage_problem(module_name(path), imported)
+                for path in sorted((ROOT / "nas" / "engine").rglob("*.py")) for imported in first_party_imports(path)]
+    assert not [p for p in problems if p], "\n".join(p for p in problems if p)
+
+
+def test_stage_problem_flags_each_crossing():
+    assert stage_problem("nas.engine.run", "nas.engine.training.trainer") is not None
+    assert stage_problem("nas.engine.searching.runner", "nas.engine.fidelity.report") is not None
+    assert stage_problem("nas.engine.export", "nas.api") is not None
+    assert stage_problem("nas.engine.fidelity.standalone", "nas.engine.training.trainer") is None
+    assert stage_problem("nas.engine.searching.stage", "nas.engine.searching.runner") is None
+    assert stage_problem("nas.engine.export", "nas.engine.run") is None
+
+
 def import_graph() -> dict[str, set[str]]:
     """module -> the first-party modules it imports (anywhere in its source). A package's
     `__init__` is an edge only from outside it: Python loads a module's parents first anyway."""

@@ -123,6 +123,12 @@ def _unpickle(path: Path) -> Any:
                               f"{fallback_hint(path)}") from e
 
 
+def checkpoint_step(path: str | Path) -> int:
+    """The training step a checkpoint was written at, read without loading or verifying its
+    tensors (memory-mapped): what a run's summary shows; `load_checkpoint` verifies."""
+    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"])
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load and verify a checkpoint written by `save_checkpoint` (format 1: unverified).
 

@@ -3,7 +3,8 @@
 The module for an arch comes from the strategy (`subnet_for`), so searchers never know which
 strategy trained the weights. Results are cached by (checkpoint step, canonical arch, split,
 recalibration settings). The test split is for final reports; search uses `val`. Batches,
-recalibration included, go to the device of the module being evaluated.
+recalibration included, go to the device of the module being evaluated. `EvalResult` is what
+`nas.evaluate` returns.
 """
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from nas.core.arch import arch_id
+from nas.core.arch import Arch, arch_id
 from nas.core.config import EvalConfig
 from nas.core.errors import NasError
 from nas.engine.bn import recalibrate_bn
 from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, as_source
 from nas.engine.devices import module_device
+from nas.engine.json_result import JsonResult
 from search_spaces.base import Supernet
 
 SPLITS = ("val", "test")
@@ -141,3 +143,16 @@ def static_accuracy(model: nn.Module, splits: ImageSplits, split: str, resolutio
     return accuracy(model, batches, prepare=lambda x: (x - mean) / std)
 
 
+@dataclass(frozen=True)
+class EvalResult(JsonResult):
+    """BN-recalibrated accuracy of one arch on one split, with its costs (`nas eval`)."""
+
+    arch: Arch
+    arch_id: str
+    split: str
+    top1: float
+    top5: float
+    n_images: int
+    macs: int
+    params: int
+    step: int

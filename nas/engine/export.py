@@ -8,6 +8,8 @@ it, onnxruntime to check it). They are written into a temporary folder beside th
 directory, which then replaces it in one rename: an interrupted export leaves the previous
 export (or nothing) in place, never a mix. An existing output directory is replaced only if
 it holds nothing but export files.
+`export_subnet` (what `nas.export_subnet` is) exports a trained run's subnet after recalibrating
+its BN statistics and evaluating it.
 
 The static model is checked against the supernet on the supernet's device (in exact float32:
 no TF32 on CUDA), then saved from the CPU, so the files load on any machine.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -29,6 +32,8 @@ from nas.core.errors import NasError, PathError
 from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
 from nas.engine.counting import parameter_count
 from nas.engine.devices import exact_float32, module_device
+from nas.engine.json_result import JsonResult
+from nas.engine.run import Run, resolve_arch
 from search_spaces.base import Supernet
 
 MAX_BATCH = 1 << 16
@@ -174,3 +179,41 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
             record["onnx_max_abs_difference"] = _save_checked_onnx(static, example, tmp / "model.onnx", tolerance)
         write_json(tmp / "metrics.json", record)
     return record
+
+
+@dataclass(frozen=True)
+class ExportResult(JsonResult):
+    """An exported subnet: `metrics.json`'s content plus the directory and its files (`nas export`)."""
+
+    arch_id: str
+    macs: int
+    flops: int
+    params: int
+    val_top1: float
+    test_top1: float
+    dir: Path
+    record: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.record, "dir": str(self.dir)}
+
+
+def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | None = None,
+                  export_format: str = "pt2") -> ExportResult:
+    """Recalibrate BN, evaluate, and export `arch` to `out` (default `runs/NAME/export/<arch_id>`);
+    `export_format="onnx"` also writes `model.onnx` (the `onnx` extra)."""
+    check_format(export_format)     # a missing package fails before the evaluations
+    arch = resolve_arch(run.space, arch)
+    out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
+    check_export_dir(out_dir, "--out" if out is not None else "RUN", run.space.params(arch))
+    val = run.evaluator.evaluate(arch, "val")
+    test = run.evaluator.evaluate(arch, "test")
+    preprocessing = {"resolution": run.space.input_size(arch), "interpolation": "bilinear", "antialias": False,
+                     "mean": list(run.data.mean), "std": list(run.data.std)}
+    metrics = {"val_top1": val.top1, "test_top1": test.top1, "val_top5": val.top5, "test_top5": test.top5,
+               "step": run.step, "run": str(run.dir.root)}
+    with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
+        record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
+                             preprocessing, export_format=export_format)
+    return ExportResult(record["arch_id"], record["macs"], record["flops"], record["params"], record["val_top1"],
+                        record["test_top1"], out_dir, record)

@@ -12,7 +12,7 @@ import pytest
 
 from nas.core.errors import Interrupted
 from nas.engine.checkpoint import load_checkpoint
-from nas.engine.results import TrainSummary
+from nas.engine.training.summary import TrainSummary
 from nas.engine.run_dir import RunDir
 from nas.engine.training.trainer import Trainer
 

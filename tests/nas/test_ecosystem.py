@@ -16,7 +16,8 @@ from nas.core import yaml_io
 from nas.core.errors import NasError
 from nas.core.pareto import front
 from nas.engine.searching import latency
-from nas.engine.results import EvalResult, ExportResult
+from nas.engine.evaluator import EvalResult
+from nas.engine.export import ExportResult
 from tests.nas.tiny import tiny_config
 
 ONNX_MISSING = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]

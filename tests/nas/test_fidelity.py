@@ -25,6 +25,8 @@ from nas.core.registry import ESTIMATORS
 from nas.core.rng import derive_seed
 from nas.engine.data.build import build_source
 from nas.engine.data.datasets import load_dataset
+from nas.engine.evaluator import Evaluator
+from nas.engine.fidelity import stage as fidelity_stage
 from nas.engine.fidelity.rank_stats import macs_terciles, top_k_overlap
 from nas.engine.fidelity.recipe import load_recipe
 from nas.engine.fidelity.standalone import train_standalone
@@ -357,7 +359,7 @@ def test_two_commands_at_once_split_the_trainings(runs, tmp_path):
 
 
 def test_nothing_is_measured_or_created_where_it_cannot_write(runs, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(api, "evaluate", lambda *a, **k: pytest.fail("evaluated before the checks"))
+    monkeypatch.setattr(Evaluator, "evaluate", lambda *a, **k: pytest.fail("evaluated before the checks"))
     copy = copy_run(runs, "tiny", tmp_path / "copy")
     (tmp_path / "ro").mkdir()
     base = ["fidelity", "tiny", "--runs-dir", str(copy), "--archs", "2", "--epochs", "1", "--quiet"]
@@ -471,7 +473,7 @@ def test_a_resumed_measurement_scores_only_what_is_missing(runs, tmp_path):
 
 
 def test_an_unknown_estimator_is_one_line_before_any_work(runs, capsys, monkeypatch):
-    monkeypatch.setattr(api, "load_run", lambda *a, **k: pytest.fail("loaded the run before the check"))
+    monkeypatch.setattr(fidelity_stage, "load_run", lambda *a, **k: pytest.fail("loaded the run before the check"))
     _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), "--estimators", "macs,parms"],
                     "--estimators: unknown estimator 'parms' (did you mean 'params'?)")
     _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), "--init-seeds", "0"],

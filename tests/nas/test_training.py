@@ -11,6 +11,7 @@ from nas.core.config import load_config
 from nas.core.errors import CheckpointError
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.evaluator import static_accuracy
+from nas.engine.run_dir import RunDir
 from nas.engine.training.trainer import Trainer
 from tests.nas.helpers import straight_and_resumed
 from tests.nas.tiny import tiny_config
@@ -131,7 +132,7 @@ def test_sandwich_step_runs_2_plus_n_passes_and_the_teacher_has_no_gradient(tmp_
     try:
         from nas.engine.data.datasets import load_dataset
         splits = load_dataset("fashion_mnist", val_size=512, train_size=1024)
-        trainer = Trainer(config, strategy, splits, api.RunDir(tmp_path / "r"), progress=False)
+        trainer = Trainer(config, strategy, splits, RunDir(tmp_path / "r"), progress=False)
         x, y = splits.train_images[:64].float() / 255, splits.train_labels[:64]
         trainer.train_one_step(x, y)
     finally:

@@ -15,6 +15,7 @@ from nas.core.config import load_config
 from nas.core.errors import Interrupted
 from nas.engine.checkpoint import load_checkpoint
 from nas.engine.data.datasets import load_dataset
+from nas.engine.run_dir import RunDir
 from nas.engine.training.trainer import Trainer
 from supernets import attentive_table
 from supernets.base import StepIO, preserved_buffers
@@ -39,7 +40,7 @@ def test_tiny_alphanet_run_learns_logs_the_divergence_and_reuses_its_table_on_re
     with pytest.raises(Interrupted, match="SIGINT at step 18, checkpoint saved") as stopped:
         api.train(config, name="alphanet", runs_dir=tmp_path, progress=False, device="cpu")
     assert stopped.value.exit_code == 130
-    run = api.RunDir(tmp_path / "alphanet")
+    run = RunDir(tmp_path / "alphanet")
     assert load_checkpoint(run.checkpoints / "last.pt")["step"] == 18
     assert all({"loss/max", "loss/random0", "divergence/random0", "alpha_min_share/min"} <= r.keys()
                for r in records)

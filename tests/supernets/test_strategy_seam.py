@@ -16,6 +16,7 @@ from nas.engine.checkpoint import load_checkpoint
 from nas.engine.data.datasets import load_dataset
 from nas.engine.evaluator import Evaluator
 from nas.engine.export import max_abs_difference
+from nas.engine.run_dir import RunDir
 from nas.engine.training.trainer import Trainer
 from search_spaces.ops.source import WeightSource
 from supernets.base import seeded_supernet
@@ -48,7 +49,7 @@ def _train(config, root, name, stop_after: int | None = None, resume: bool = Fal
         with pytest.raises(Interrupted, match=f"SIGTERM at step {stop_after}, checkpoint saved") as stopped:
             api.train(config, name=name, runs_dir=root, resume=resume, progress=False)
         assert stopped.value.exit_code == 143
-        return api.RunDir(root / name)
+        return RunDir(root / name)
     finally:
         Trainer.train_one_step = original
 
@@ -89,7 +90,7 @@ def test_the_split_keeps_optimizer_state_of_copied_parameters(tmp_path):
     config = _config("toy_split", steps=10)
     strategy = api.build_strategy(config)
     splits = load_dataset("fashion_mnist", val_size=512, train_size=1024)
-    trainer = Trainer(config, strategy, splits, api.RunDir(tmp_path / "r"), progress=False)
+    trainer = Trainer(config, strategy, splits, RunDir(tmp_path / "r"), progress=False)
     x, y = splits.train_images[:64].float() / 255, splits.train_labels[:64]
     for _ in range(3):
         trainer.train_one_step(x, y)

@@ -39,7 +39,7 @@ from nas.engine.fidelity.ground_truth import GroundTruth, ModelFactory, recipe_s
 from nas.core.jsonl import append_record, read_records
 from nas.engine.fidelity.recipe import Recipe, load_recipe, with_effective_warmup
 from nas.engine.fidelity.standalone import total_steps
-from nas.engine.results import FidelityResult
+from nas.engine.fidelity.results import FidelityResult
 from search_spaces.base import ArchSpace
 
 SETTINGS_FILE = "fidelity.json"

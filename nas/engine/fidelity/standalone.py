@@ -16,6 +16,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -33,9 +34,21 @@ from nas.engine.evaluator import Accuracy, accuracy, resize, static_accuracy
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.training.schedule import build_scheduler
 from nas.engine.training.trainer import build_optimizer, clip_gradients
-from nas.engine.results import StandaloneResult
 
 PARTIAL_EVERY_S = 300.0     # how often a standalone training saves its state to resume from
+
+
+@dataclass(frozen=True)
+class StandaloneResult:
+    """Test accuracy (fractions) of a standalone-trained model and what the training took."""
+
+    test_top1: float
+    test_top5: float
+    steps: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def total_steps(recipe: Recipe, data: DataSource) -> int:

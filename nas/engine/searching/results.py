@@ -4,16 +4,22 @@ A kill can tear the last line, which the next read drops (`nas.core.jsonl`); a l
 middle that is not a search record is an error naming it. Two processes appending to one file
 (before searches were locked) can leave an arch twice: a replay counts the first record of
 each arch.
+
+`SearchResult` is what a search returns (`nas.search`).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from nas.core.errors import SearchError
+from nas.core.arch import Arch
+from nas.core.errors import NasError, SearchError
 from nas.core.jsonl import append_record, read_records
 from searchers.base import Record
 
-__all__ = ["append_record", "read_results", "unique_records"]
+__all__ = ["SearchResult", "append_record", "read_results", "to_dataframe", "unique_records"]
 
 _REQUIRED = ("trial", "arch", "arch_id", "macs", "params")
 _SCORED = ("score_value", "val_top1")     # at least one (older searches recorded val_top1 only)
@@ -37,3 +43,72 @@ def unique_records(records: list[Record]) -> list[Record]:
     for record in records:
         first.setdefault(record["arch_id"], record)
     return list(first.values())
+
+
+@dataclass
+class SearchResult:
+    """Outcome of `run_search`: the best arch and where everything was written.
+
+    Attributes:
+        best: The best arch (highest score within the budgets), canonical.
+        arch_id, val_top1, macs, params, latency_ms: Its id and metrics (val_top1 None when
+            the score did not evaluate the supernet; latency predicted by the table, None
+            without one).
+        dir: The search directory.
+        evaluated: Evaluations in the search (all workers of a shared study).
+        new: Evaluations made by this call (0 when re-run on a finished search).
+        record: The best arch's results.jsonl record.
+        latency_check: Predicted vs measured latency of `best` (None without a table and export).
+        notes: Things the caller should tell the user (fewer feasible archs than asked...).
+        front: The records on the Pareto front of the score against MACs, by increasing MACs.
+        trials: Every evaluated record of the search (results.jsonl), in trial order; for a
+            population score, with `score_value` the final one (the told one in `score_told`).
+        score, score_value: What ranked the candidates and the best arch's value of it.
+    """
+
+    best: Arch
+    arch_id: str
+    val_top1: float | None
+    macs: int
+    params: int
+    latency_ms: float | None
+    dir: Path
+    evaluated: int
+    new: int
+    record: Record
+    latency_check: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    front: list[Record] = field(default_factory=list)
+    trials: list[Record] = field(default_factory=list)
+    score: str = "supernet"
+    score_value: float | None = None
+
+    def to_dataframe(self) -> Any:
+        """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
+        per choice (needs pandas, which nas does not install)."""
+        return to_dataframe(self.trials, "SearchResult.to_dataframe")
+
+    def to_json(self) -> dict[str, Any]:
+        """What `nas search --json` prints: `{"best", "val_top1"?, "macs", "dir", "score", "score_value", ...}`."""
+        data = {"best": self.best, **({"val_top1": self.val_top1} if self.val_top1 is not None else {}),
+                "macs": self.macs, "dir": str(self.dir), "arch_id": self.arch_id, "params": self.params,
+                "evaluated": self.evaluated, "score": self.score, "score_value": self.score_value}
+        if self.latency_ms is not None:
+            data["latency_ms"] = self.latency_ms
+        if self.latency_check is not None:
+            data["latency_check"] = self.latency_check
+        return data
+
+
+def to_dataframe(rows: Sequence[Mapping[str, Any]], what: str) -> Any:
+    """A pandas DataFrame of `rows`, one column per key (arch choices as `arch.<key>` columns)."""
+    try:
+        import pandas
+    except ImportError:
+        raise NasError(f"{what}: needs pandas, which is not installed; `pip install pandas`, or read the "
+                       f"records as a list of dicts") from None
+    flat = []
+    for row in rows:
+        arch = row.get("arch", {})
+        flat.append({**{k: v for k, v in row.items() if k != "arch"}, **{f"arch.{k}": v for k, v in arch.items()}})
+    return pandas.DataFrame(flat)

@@ -56,7 +56,7 @@ from nas.core.schema import Problems, convert_dataclass
 from nas.engine.searching.latency import LatencyTable
 from nas.core.locks import folder_lock
 from nas.engine.searching.pareto_report import pareto_figure, write_pareto
-from nas.engine.results import SearchResult
+from nas.engine.searching.results import SearchResult
 from nas.engine.searching.costs import Constraints, SearchCosts
 from nas.engine.searching.results import append_record, read_results, unique_records
 from search_spaces.base import ArchSpace

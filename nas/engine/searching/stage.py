@@ -1,25 +1,27 @@
-"""The search stages of the Python API: `nas.search`, `nas.latency_table` and the budgets they read.
-
-`nas.api` re-exports these; they are kept apart because the search brings its own machinery
-(budgets given as amounts or percentages, latency tables, Optuna workers in spawned processes).
+"""The search stage's entries: `search` (what `nas.search` is), `latency_table` and the budgets
+they read (amounts or percentages), with the spawned workers of a shared Optuna study.
 """
 from __future__ import annotations
 
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import torch
 
-from nas.core.errors import ConfigError, check_int
+from nas.core.errors import ConfigError, SearchError, check_int
 from nas.core.files import check_writable
+from nas.core.registry import SEARCHERS
 from nas.engine.devices import resolve_device
 from nas.engine.run import Run, arch_generator, build_supernet, load_run
 from nas.engine.run_dir import check_name
-
-if TYPE_CHECKING:
-    from nas.engine.results import SearchResult
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.latency import LatencyTable, table_filename, write_latency_table
+from nas.engine.searching.results import SearchResult
+from nas.engine.searching.runner import SearchOutput, SearchPlan, SharedStudy, run_search
+from nas.engine.searching.score import SearchScore, choose_score, search_score
 
 
 def _search_id(searcher: str, constraints: Any, seed: int, study: str | None, score: str = "supernet") -> str:
@@ -61,8 +63,6 @@ def latency_table(run: Run, device: str | torch.device | None = None, batch: int
                   progress: bool = True) -> Path:
     """Measure every distinct layer configuration of the run's space on `device` (None: the
     run's device) (`nas latency-table`)."""
-    from nas.engine.searching.latency import write_latency_table
-
     device = resolve_device(device) if device is not None else run.device
     check_int("--batch", batch, 1)
     if threads is not None:
@@ -110,9 +110,6 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
-    from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
-    from nas.engine.searching.score import choose_score, search_score
-
     device = _check_search_arguments(run, device, batch, workers)
     chosen = choose_score(score, run.dir.root)
     scorer = search_score(chosen.name, run)       # an unknown name fails here, with a did-you-mean
@@ -125,17 +122,36 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
         _search_id(searcher, constraints, seed, study, chosen.name))
     check_writable(out_dir, "--out" if out is not None else "RUN")
     table = _search_table(run, device, batch, progress) if max_latency_ms is not None else None
+    task = SearchTask(searcher, options, trials, seed, chosen.name, constraints, str(device), batch, out_dir)
     if workers > 1:
-        storage, study = _run_workers(run, workers, out_dir, storage, study, device, {
-            "searcher": searcher, "max_macs": max_macs, "max_params": max_params, "max_latency_ms": max_latency_ms,
-            "batch": batch, "trials": trials, "seed": seed, "options": options, "score": chosen.name})
+        storage, study = _run_workers(run, workers, task, storage, study)
+    return _run_share(run, task, scorer, table, SharedStudy(storage, study, worker), progress, chosen.reason)
 
-    plan = SearchPlan(searcher, options, trials, seed, run.strategy.anchor_archs(), arch_generator(run),
-                      score=chosen.name, rank=scorer.rank)
-    output = SearchOutput(out_dir, progress, announce=chosen.reason)
-    return run_search(run.space, scorer.metrics, plan, output, constraints=constraints,
-                      latency=table, export=run.export_model if table is not None else None,
-                      study=SharedStudy(storage, study, worker))
+
+@dataclass(frozen=True)
+class SearchTask:
+    """One search's settings, resolved once (the score by name, budgets as counts): what the
+    collecting search and each of its worker processes run with."""
+
+    searcher: str
+    options: Mapping[str, Any] | None
+    trials: int
+    seed: int
+    score: str
+    constraints: Constraints
+    device: str
+    batch: int
+    out: Path
+
+
+def _run_share(run: Run, task: SearchTask, scorer: SearchScore, table: LatencyTable | None, study: SharedStudy,
+               progress: bool, announce: str | None = None) -> SearchResult:
+    """Run the search (`study.worker`'s share of it in a shared study) and return its result."""
+    plan = SearchPlan(task.searcher, task.options, task.trials, task.seed, run.strategy.anchor_archs(),
+                      arch_generator(run), score=task.score, rank=scorer.rank)
+    output = SearchOutput(task.out, progress, announce=announce)
+    return run_search(run.space, scorer.metrics, plan, output, constraints=task.constraints,
+                      latency=table, export=run.export_model if table is not None else None, study=study)
 
 
 def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
@@ -145,10 +161,8 @@ def _check_search_arguments(run: Run, device: str | torch.device | None, batch: 
     return resolve_device(device) if device is not None else run.device
 
 
-def _search_table(run: Run, device: torch.device, batch: int, progress: bool) -> Any:
+def _search_table(run: Run, device: torch.device, batch: int, progress: bool) -> LatencyTable:
     """The run's latency table for `device`/`batch`, measured first if missing."""
-    from nas.engine.searching.latency import LatencyTable, table_filename
-
     path = run.dir.root / "latency" / table_filename(device, batch)
     if not path.is_file():
         print(f"building the latency table {path} first (nas latency-table {run.dir.name} --device {device} "
@@ -157,33 +171,24 @@ def _search_table(run: Run, device: torch.device, batch: int, progress: bool) ->
     return LatencyTable.load(path)
 
 
-def _run_workers(run: Run, workers: int, out_dir: Path, storage: str | None, study: str | None,
-                 device: torch.device, arguments: Mapping[str, Any]) -> tuple[str, str]:
+def _run_workers(run: Run, workers: int, task: SearchTask, storage: str | None,
+                 study: str | None) -> tuple[str, str]:
     """Run `workers` searches of one Optuna study in spawned processes of one thread each (each
-    loads the run from its folder) and wait for them all; returns the study's storage and name.
-
-    `arguments` are `search`'s keyword arguments for every worker (the score by name, so
-    `auto` is resolved and announced once, by the collecting search); worker k adds `worker=k`.
-    """
+    loads the run from its folder) and wait for them all; returns the study's storage and name."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from nas.core.errors import SearchError
-    from nas.core.registry import SEARCHERS
-
-    searcher = arguments["searcher"]
-    if not getattr(SEARCHERS.get(searcher).obj, "shared", False):
-        raise ConfigError(f"--workers: searcher '{searcher}' keeps its state in one process; use optuna-tpe or "
+    if not getattr(SEARCHERS.get(task.searcher).obj, "shared", False):
+        raise ConfigError(f"--workers: searcher '{task.searcher}' keeps its state in one process; use optuna-tpe or "
                           f"optuna-nsga2 to share a study between workers")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    storage = storage if storage is not None else f"journal:///{(out_dir / 'optuna.journal').resolve()}"
-    study = study if study is not None else out_dir.name
-    task = {**arguments, "storage": storage, "study": study, "out": str(out_dir), "device": str(device)}
+    task.out.mkdir(parents=True, exist_ok=True)
+    storage = storage if storage is not None else f"journal:///{(task.out / 'optuna.journal').resolve()}"
+    study = study if study is not None else task.out.name
     where = (str(run.dir.root.resolve()), run.checkpoint.name)
     context = multiprocessing.get_context("spawn")
     errors = []
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread_worker) as pool:
-        futures = [pool.submit(_search_worker, where, task, k) for k in range(workers)]
+        futures = [pool.submit(search_worker, where, task, SharedStudy(storage, study, k)) for k in range(workers)]
         for k, future in enumerate(futures):
             try:
                 future.result()
@@ -199,8 +204,11 @@ def _one_thread_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _search_worker(where: tuple[str, str], arguments: Mapping[str, Any], worker: int) -> int:
-    """One worker of `_run_workers` (in its own process): the evaluations it made."""
-    run = load_run(where[0], checkpoint=where[1], device=arguments["device"])
-    options = {key: value for key, value in arguments.items() if key != "searcher"}
-    return search(run, arguments["searcher"], **options, worker=worker, progress=False).new
+def search_worker(where: tuple[str, str], task: SearchTask, study: SharedStudy) -> int:
+    """One worker of a shared search (in its own process): loads the run from its folder and
+    checkpoint (`where`), runs its share of `study`; returns the evaluations it made."""
+    run = load_run(where[0], checkpoint=where[1], device=task.device)
+    check_writable(task.out, "--out")
+    device = resolve_device(task.device)
+    table = _search_table(run, device, task.batch, False) if task.constraints.max_latency_ms is not None else None
+    return _run_share(run, task, search_score(task.score, run), table, study, progress=False).new
