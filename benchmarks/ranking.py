@@ -62,17 +62,17 @@ def main() -> None:
     started = time.perf_counter()
     truth = api.ground_truth(config, args.ground_truth, archs=archs, epochs=args.epochs, seeds=args.seeds,
                              recipe=args.recipe, workers=args.workers)
-    seconds = [s for r in truth["records"] for s in r["standalone_seconds"]]
-    report = {"config": args.config, "overrides": args.set, "ground_truth": truth["dir"],
-              "recipe_digest": truth["recipe_digest"], "archs": archs, "seeds": args.seeds,
-              "length": truth.recipe.length(), "seed_kendall_tau": truth["seed_kendall_tau"],
-              "seed_spearman_rho": truth["seed_spearman_rho"], "trainings_now": truth["new"],
+    seconds = [s for r in truth.records for s in r["standalone_seconds"]]
+    report = {"config": args.config, "overrides": args.set, "ground_truth": str(truth.dir),
+              "recipe_digest": truth.recipe_digest, "archs": archs, "seeds": args.seeds,
+              "length": truth.recipe.length(), "seed_kendall_tau": truth.seed_kendall_tau,
+              "seed_spearman_rho": truth.seed_spearman_rho, "trainings_now": truth.new,
               "wall_s": round(time.perf_counter() - started, 1), "standalone_seconds_mean": statistics.fmean(seconds),
               "standalone_seconds_max": max(seconds), "workers": args.workers, "cpu": cpu_model(),
               "date": time.strftime("%Y-%m-%d"), "runs": {}}
-    tau = truth["seed_kendall_tau"]
-    print(f"ground truth {truth['dir']}: {archs} archs x {args.seeds} seeds, {truth.recipe.length()}, "
-          f"{truth['new']} trainings now; seed-to-seed Kendall tau {'n/a' if tau is None else f'{tau:.3f}'}; "
+    tau = truth.seed_kendall_tau
+    print(f"ground truth {truth.dir}: {archs} archs x {args.seeds} seeds, {truth.recipe.length()}, "
+          f"{truth.new} trainings now; seed-to-seed Kendall tau {'n/a' if tau is None else f'{tau:.3f}'}; "
           f"{statistics.fmean(seconds):.0f} s per training on one thread (max {max(seconds):.0f} s)", flush=True)
     for path in args.run:
         run = api.load_run(path)

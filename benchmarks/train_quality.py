@@ -72,16 +72,16 @@ def main() -> None:
         if role not in args.roles:
             continue
         shared = api.evaluate(run, arch, "test")
-        entry = {"arch_id": shared["arch_id"], "macs": shared["macs"], "params": shared["params"],
-                 "shared_test_top1": shared["top1"]}
+        entry = {"arch_id": shared.arch_id, "macs": shared.macs, "params": shared.params,
+                 "shared_test_top1": shared.top1}
         if not args.skip_standalone:
             model = api.standalone_model(config, arch, init_seed(recipe.train.seed, arch))
             alone = train_standalone(model, recipe, run.splits, recipe.train.seed,
                                      resolution=run.space.input_size(arch))
             entry.update(standalone_test_top1=alone.test_top1, standalone_s=alone.seconds)
         result["archs"][role] = entry
-        print(f"{role:3s} {shared['macs'] / 1e6:5.2f} MMACs {shared['params'] / 1e3:6.1f}K params  "
-              f"shared {shared['top1']:.4f}  standalone {entry.get('standalone_test_top1', float('nan')):.4f}",
+        print(f"{role:3s} {shared.macs / 1e6:5.2f} MMACs {shared.params / 1e3:6.1f}K params  "
+              f"shared {shared.top1:.4f}  standalone {entry.get('standalone_test_top1', float('nan')):.4f}",
               flush=True)
     print(f"supernet: {state['step']} steps, train {state['elapsed'] / 60:.1f} min, wall {wall / 60:.1f} min, "
           f"{result['images_per_s']:.0f} img/s (each image passes through every subnet of its step), "

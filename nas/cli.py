@@ -96,9 +96,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_json())
     else:
-        print(f"{result['arch_id']}  {args.split} top-1 {result['top1']:.4f}  top-5 {result['top5']:.4f}  "
-              f"({result['n_images']} images)  MACs {format_amount(result['macs'])}  "
-              f"params {format_amount(result['params'])}  step {result['step']}")
+        print(f"{result.arch_id}  {args.split} top-1 {result.top1:.4f}  top-5 {result.top5:.4f}  "
+              f"({result.n_images} images)  MACs {format_amount(result.macs)}  "
+              f"params {format_amount(result.params)}  step {result.step}")
     return 0
 
 
@@ -109,9 +109,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(record.to_json())
     else:
-        print(f"exported {record['arch_id']} to {record['dir']}: val top-1 {record['val_top1']:.4f}, "
-              f"test top-1 {record['test_top1']:.4f}, MACs {format_amount(record['macs'])}, "
-              f"params {format_amount(record['params'])}")
+        print(f"exported {record.arch_id} to {record.dir}: val top-1 {record.val_top1:.4f}, "
+              f"test top-1 {record.test_top1:.4f}, MACs {format_amount(record.macs)}, "
+              f"params {format_amount(record.params)}")
     return 0
 
 
@@ -171,9 +171,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_json())
     else:
-        how = "shrunk to fit" if result["shrunk"] else f"attempt {result['attempts']}"
-        print(f"{result['arch_id']}: MACs {format_amount(result['macs'])} <= {format_amount(result['max_macs'])} "
-              f"({how}), params {format_amount(result['params'])}, written to {result['file']}")
+        how = "shrunk to fit" if result.shrunk else f"attempt {result.attempts}"
+        print(f"{result.arch_id}: MACs {format_amount(result.macs)} <= {format_amount(result.max_macs)} "
+              f"({how}), params {format_amount(result.params)}, written to {result.file}")
     return 0
 
 

@@ -62,14 +62,14 @@ def test_shipped_config_trains_evaluates_searches_and_exports(name, tmp_path, mo
     if config.strategy.name == "few_shot":
         assert len(loaded.strategy.parts) == 2       # the split really happened
     low = api.evaluate(loaded, "min", "val")
-    assert low["n_images"] == config.data.val_size and 0 <= low["top1"] <= 1
+    assert low.n_images == config.data.val_size and 0 <= low.top1 <= 1
 
     found = api.search(loaded, "random", trials=3, out=tmp_path / "search", progress=False)
     lines = (tmp_path / "search" / "results.jsonl").read_text().splitlines()
     assert found.evaluated == len(lines) == 3
 
     exported = api.export_subnet(loaded, found.best, tmp_path / "export")
-    assert exported["arch_id"] == found.arch_id and exported["val_top1"] == found.val_top1
+    assert exported.arch_id == found.arch_id and exported.val_top1 == found.val_top1
     program = torch.export.load(str(tmp_path / "export" / "model.pt2")).module()
     side = loaded.space.input_size(found.best)
     assert program(torch.zeros(2, loaded.data.in_chans, side, side)).shape == (2, loaded.data.num_classes)

@@ -14,13 +14,6 @@ class JsonResult:
         """The fields as JSON-ready values (paths as strings)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
-    def __getitem__(self, key: str) -> Any:
-        """`result[key]` reads the JSON form, as the dicts earlier versions returned."""
-        return self.to_json()[key]
-
-    def keys(self) -> list[str]:
-        return list(self.to_json())
-
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Path):

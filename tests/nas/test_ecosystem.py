@@ -65,11 +65,11 @@ def test_typed_results_match_their_json(trained, exported_min, capsys):
     runs, _ = trained
     run = api.load_run("tiny", runs, device="cpu")
     result = api.evaluate(run, "min", "val")
-    assert isinstance(result, EvalResult) and result["top1"] == result.top1
+    assert isinstance(result, EvalResult) and result.to_json()["top1"] == result.top1
     printed = _json(capsys, ["eval", "tiny", "--runs-dir", str(runs), "--arch", "min", "--json", "--device", "cpu"])
     assert printed == result.to_json()
     exported, out = exported_min
-    assert isinstance(exported, ExportResult) and exported.dir == out and exported["arch_id"] == result.arch_id
+    assert isinstance(exported, ExportResult) and exported.dir == out and exported.arch_id == result.arch_id
     metrics = json.loads((out / "metrics.json").read_text())
     assert {k: v for k, v in exported.to_json().items() if k != "dir"} == metrics
     assert (exported.val_top1, exported.macs) == (metrics["val_top1"], metrics["macs"])
@@ -125,7 +125,7 @@ def test_onnx_export_computes_the_supernet_subnet(trained, tmp_path):
             expected = supernet.eval()(images)
         session = onnxruntime.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
         (got,) = session.run(None, {session.get_inputs()[0].name: images.numpy()})
-        assert torch.allclose(torch.from_numpy(got), expected, atol=1e-4), record["arch_id"]
+        assert torch.allclose(torch.from_numpy(got), expected, atol=1e-4), record.arch_id
 
 
 def test_search_result_front_trials_and_dataframe(trained, tmp_path):

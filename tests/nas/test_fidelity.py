@@ -148,19 +148,19 @@ def shared_truth(tmp_path_factory) -> tuple[Path, dict]:
     return folder, api.ground_truth(load_config(tiny_config()), folder, archs=2, epochs=1, progress=False)
 
 
-def test_ground_truth_returns_a_typed_result_with_the_dicts_keys(shared_truth):
+def test_ground_truth_returns_a_typed_result_whose_json_is_plain(shared_truth):
     folder, truth = shared_truth
     assert isinstance(truth, api.GroundTruthResult) and folder in truth.dir.parents and truth.new == 2
-    assert truth["dir"] == str(truth.dir) and truth["records"] is truth.records and len(truth.records) == 2
-    assert truth.seed_kendall_tau is None and truth["seed_spearman_rho"] is None     # one seed
+    assert len(truth.records) == 2 and truth.seed_kendall_tau is None and truth.seed_spearman_rho is None  # one seed
     plain = json.loads(json.dumps(truth.to_json()))
+    assert plain["dir"] == str(truth.dir) and plain["records"] == truth.records
     assert plain["recipe"] == truth.recipe.to_dict() and plain["recipe_digest"] == truth.recipe_digest
     assert list(plain) == ["dir", "recipe", "recipe_digest", "records", "seed_kendall_tau", "seed_spearman_rho",
                            "seed_within_bin_tau", "new"]
 
 
 def test_two_workers_give_the_numbers_of_one(runs, tmp_path, shared_truth):
-    one_worker = shared_truth[1]["records"]
+    one_worker = shared_truth[1].records
     two = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, workers=2, ground_truth_dir=tmp_path / "truth",
                        progress=False)
     assert two.new == 2 and _standalone(two.records) == _standalone(one_worker)
@@ -171,8 +171,8 @@ def test_runs_on_one_space_share_the_ground_truth(runs, tmp_path, shared_truth):
     other = _train(tmp_path, "seed1", seed=1, threads=1)
     first = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, ground_truth_dir=folder, progress=False)
     second = api.fidelity("seed1", runs_dir=other, archs=2, epochs=1, ground_truth_dir=folder, progress=False)
-    assert len(list(Path(alone["dir"]).glob("*-s0.json"))) == 2 and first.new == second.new == 0
-    assert _standalone(first.records) == _standalone(second.records) == _standalone(alone["records"])
+    assert len(list(alone.dir.glob("*-s0.json"))) == 2 and first.new == second.new == 0
+    assert _standalone(first.records) == _standalone(second.records) == _standalone(alone.records)
     assert [r["supernet_test_top1"] for r in first.records] != [r["supernet_test_top1"] for r in second.records]
 
 

@@ -202,7 +202,7 @@ def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path, c
         with torch.no_grad():
             assert torch.allclose(run.export_model(arch)(x), module(x), atol=1e-5)
         evaluated = api.evaluate(run, arch)
-        assert evaluated["arch"] == arch and 0 <= evaluated["top1"] <= 1
+        assert evaluated.arch == arch and 0 <= evaluated.top1 <= 1
 
     events = EventAccumulator(str(tmp_path / "gm" / "tb"), size_guidance={"images": 0}).Reload()
     keys = [k for k in strategy.space.splittable_keys() if strategy.space.can_activate(k)]

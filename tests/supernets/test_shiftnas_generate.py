@@ -54,7 +54,7 @@ def test_generate_returns_a_typed_result_whose_json_is_what_the_cli_prints(runs,
     run = api.load_run("shift", runs)
     result = api.generate(run, "50%", out=tmp_path / "a.yaml")
     assert isinstance(result, api.GenerateResult) and result.file == tmp_path / "a.yaml"
-    assert read_arch_file(result.file) == result.arch and result["file"] == str(result.file)
+    assert read_arch_file(result.file) == result.arch and result.to_json()["file"] == str(result.file)
     printed = _json(capsys, ["generate", "shift", "--runs-dir", str(runs), "--max-macs", "50%", "--out",
                              str(tmp_path / "a.yaml"), "--json"])
     assert printed == json.loads(json.dumps(result.to_json()))

@@ -81,9 +81,9 @@ def test_a_split_in_after_step_trains_on_resumes_and_serves_both_parts(tmp_path)
     assert len(parts) == 2                                  # each arch routed to its own part
     for i, arch in enumerate((low, high)):
         result = api.evaluate(run, arch, "val")
-        assert 0.0 <= result["top1"] <= 1.0 and result["n_images"] == 512
+        assert 0.0 <= result.top1 <= 1.0 and result.n_images == 512
         record = api.export_subnet(run, arch, tmp_path / f"export{i}")
-        assert record["max_abs_difference"] <= 1e-5
+        assert record.record["max_abs_difference"] <= 1e-5
 
 
 def test_the_split_keeps_optimizer_state_of_copied_parameters(tmp_path):
