@@ -45,9 +45,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from torch import nn
 
+from estimators.score_spec import canonical_spec
 from nas.core.arch import Arch, arch_id, write_arch_file
 from nas.core.costs import COST_NAMES, LATENCY, MACS
-from nas.core.errors import ConfigError, SearchError, check_int, clip_words
+from nas.core.errors import ConfigError, NasError, SearchError, check_int, clip_words
 from nas.core.files import write_json
 from nas.core.pareto import front as pareto_front
 from nas.core.pareto import objective
@@ -287,9 +288,20 @@ def _local_state(out_dir: Path, settings: dict[str, Any]) -> Mapping[str, Any] |
     except (ValueError, KeyError, TypeError) as e:
         raise SearchError(f"{path}: not the settings of a search ({clip_words(str(e))}); "
                           "remove the file or use another --out") from e
+    if isinstance(stored_settings.get("score"), str):     # spelt by hand or before specs had one spelling
+        stored_settings["score"] = _canonical_score(stored_settings["score"])
     check_settings(stored_settings, settings, f"the search in {out_dir}",
                    "resume with the same settings or use another --out")
     return options
+
+
+def _canonical_score(name: str) -> str:
+    """The canonical spelling of a stored score spec; the name itself when it is no valid spec
+    now (an estimator since removed: the settings check then reports the difference)."""
+    try:
+        return canonical_spec(name)
+    except NasError:
+        return name
 
 
 def _check_arguments(plan: SearchPlan, shared: bool, study: SharedStudy) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from estimators import Estimator, EstimatorContext, build_estimator
+from estimators import Estimator, EstimatorContext, build_estimator, canonical_spec
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import SearchError, clip_words
 
@@ -156,7 +156,9 @@ class SearchScore:
 
 def search_score(name: str, run: Any) -> SearchScore:
     """The estimator `name` with the context of `run` (a `nas.api.Run`): its space, fixed training
-    batches, validation top-1 through the run's evaluator, and its folder."""
+    batches, validation top-1 through the run's evaluator, and its folder; named by the canonical
+    spelling of `name` (`estimators/score_spec.py`), which the search's folder, records and
+    settings use."""
     estimator = build_estimator(name)
     supernet: dict[str, Any] = {}
 
@@ -167,4 +169,4 @@ def search_score(name: str, run: Any) -> SearchScore:
 
     batches = _Batches(lambda: run.data.sample_batches("train", BATCHES, BATCH_SIZE, BATCH_SEED))
     context = EstimatorContext(run.space, batches, supernet_top1, run_dir=run.dir.root)
-    return SearchScore(name, estimator, context, supernet)
+    return SearchScore(canonical_spec(name), estimator, context, supernet)
