@@ -60,6 +60,11 @@ class Fused(Estimator):
         return [float(v) for v in np.atleast_1d(fused)]
 
 
+    def component_scores(self, arch: Arch, context: EstimatorContext) -> dict[str, float]:
+        """Each component's own score of `arch` (computed once per context, with the ranks)."""
+        return {estimator.name: _memoised(estimator, [arch], context)[0] for _, estimator in self.components}
+
+
 def _memoised(estimator: Estimator, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
     """A component's scores, each arch's computed once per context: a search re-ranks its whole
     population after every trial, which would otherwise re-score every arch every time."""
