@@ -69,3 +69,14 @@ def test_an_exponent_with_a_plus_is_outside_the_grammar():
     # `+` joins components, so `1e+5` reads as the components `1e` and `5*naswot`
     with pytest.raises(RegistryError, match="^--score: unknown estimator '1e'"):
         canonical_spec("1e+5*naswot+macs")
+
+
+def test_fidelity_estimators_are_named_canonically_and_errors_name_estimators():
+    from nas.engine.fidelity_estimators import parse_names
+
+    assert parse_names("naswot + 2.0*macs, 2*macs+naswot, 1*synflow") == \
+        ["supernet", "macs", "params", "2*macs+naswot", "synflow"]
+    with pytest.raises(ConfigError, match=r"^--estimators: the weight of 'macs' in '1_0\*macs\+naswot'"):
+        parse_names("1_0*macs+naswot")
+    with pytest.raises(RegistryError, match=r"^--estimators: unknown estimator 'nasw'"):
+        parse_names("macs,nasw+macs")
