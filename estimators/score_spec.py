@@ -27,6 +27,7 @@ from nas.core.registry import ESTIMATORS
 
 FLAG = "--score"
 _WEIGHT = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]-?[0-9]+)?")
+_PLUS_EXPONENT = re.compile(r"(?<![A-Za-z0-9_.])[0-9.]+[eE]\+[0-9]+\s*\*")    # `1e+5*`: `+` joins components
 _EXAMPLE = "write e.g. 2*supernet+naswot"
 
 
@@ -38,6 +39,9 @@ def parse_spec(spec: str) -> list[tuple[float, str]]:
         raise ConfigError(f"{FLAG}: expected a score name or spec, got {clip(spec)}")
     if spec.strip() == "fused":
         raise ConfigError(f"{FLAG}: a fusion names its components: write e.g. 2*supernet+naswot+synflow")
+    if (plus := _PLUS_EXPONENT.search(spec)) is not None:
+        raise ConfigError(f"{FLAG}: '{plus.group().rstrip('*').strip()}' in '{clip(spec)}': write an exponent without "
+                          f"'+' (1e5, not 1e+5), since '+' joins components")
     components: dict[str, float] = {}
     for term in spec.split("+"):
         weight_text, star, name = term.strip().rpartition("*")

@@ -65,10 +65,11 @@ def test_specs_outside_the_grammar_are_one_line_naming_score(spec, message):
         build_estimator(spec)
 
 
-def test_an_exponent_with_a_plus_is_outside_the_grammar():
-    # `+` joins components, so `1e+5` reads as the components `1e` and `5*naswot`
-    with pytest.raises(RegistryError, match="^--score: unknown estimator '1e'"):
-        canonical_spec("1e+5*naswot+macs")
+def test_an_exponent_with_a_plus_is_outside_the_grammar_and_says_so():
+    with pytest.raises(ConfigError) as raised:      # `+` joins components: not `1e` and `5*naswot`
+        canonical_spec("macs + 1E+5 * naswot")
+    assert str(raised.value) == ("--score: '1E+5' in 'macs + 1E+5 * naswot': write an exponent without '+' "
+                                 "(1e5, not 1e+5), since '+' joins components")
 
 
 def test_fidelity_estimators_are_named_canonically_and_errors_name_estimators():
