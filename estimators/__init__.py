@@ -3,21 +3,20 @@ from estimators import (  # noqa: F401  (registration)
     calibrated, grad_norm, jacov, macs, naswot, params, snip, supernet, synflow, zico)
 from estimators.base import Estimator, EstimatorContext
 from estimators.calibrated import Calibration, calibration_path, fit_calibrated
-from estimators.fused import Fused, is_fusion
-from nas.core.errors import ConfigError
+from estimators.fused import Fused
+from estimators.score_spec import canonical_spec, parse_spec
 from nas.core.registry import ESTIMATORS
 
 __all__ = ["Calibration", "Estimator", "EstimatorContext", "Fused", "build_estimator", "calibration_path",
-           "fit_calibrated"]
+           "canonical_spec", "fit_calibrated"]
 
 
 def build_estimator(spec: str) -> Estimator:
     """The estimator a `--score` value names: a registered name, or a rank fusion such as
-    `2*supernet+naswot` (`estimators/fused.py`); an unknown name is a `RegistryError` naming
-    `--score` with a did-you-mean."""
-    spec = spec.strip()
-    if is_fusion(spec):
-        return Fused.from_spec(spec)
-    if spec == "fused":
-        raise ConfigError("--score: a fusion names its components: write e.g. 2*supernet+naswot+synflow")
-    return ESTIMATORS.get(spec).obj()
+    `2*supernet+naswot` (grammar in `estimators/score_spec.py`; a spec of one component is that
+    estimator); a spec outside the grammar or an unknown name (with a did-you-mean) is one line
+    naming `--score`."""
+    components = parse_spec(spec)
+    if len(components) == 1:
+        return ESTIMATORS.get(components[0][1]).obj()
+    return Fused(components)

@@ -1,8 +1,8 @@
 """`fused`: a weighted rank average of several estimators, spelt `2*supernet+naswot+synflow`.
 
-Syntax: components joined by `+`; each is a registered estimator name, optionally preceded by
-a positive weight and `*` (`2*supernet`, `0.5*synflow`); a component without a weight weighs 1.
-A component appears once. Each component scores the same archs; its scores become average
+Syntax (`estimators/score_spec.py`): components joined by `+`; each is a registered estimator
+name, optionally preceded by a positive weight and `*` (`2*supernet`, `0.5*synflow`); a
+component without a weight weighs 1. A component appears once. Each component scores the same archs; its scores become average
 ranks (ties share their mean rank) normalised to [0, 1] (worst 0, best 1; a NaN score ranks
 worst); the fused score is the weighted mean of those ranks. Ranks rather than raw scores,
 because the components live on unrelated scales (a top-1, a log-determinant, a MAC count).
@@ -11,14 +11,13 @@ Since it ranks within the scored archs, an arch's score depends on the others
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from estimators.base import Estimator, EstimatorContext
+from estimators.score_spec import format_spec, parse_spec
 from nas.core.arch import Arch, arch_id
-from nas.core.errors import ConfigError, clip
 from nas.core.ranks import average_ranks
 from nas.core.registry import ESTIMATORS
 
@@ -26,29 +25,6 @@ from nas.core.registry import ESTIMATORS
 def is_fusion(spec: str) -> bool:
     """Whether a `--score` value is a fusion spec rather than one estimator's name."""
     return "+" in spec or "*" in spec
-
-
-def parse_fusion(spec: str) -> list[tuple[float, str]]:
-    """`(weight, name)` per component of a fusion spec; a malformed spec, an unknown name (with a
-    did-you-mean) or a repeated component is a one-line error naming `--score`."""
-    components: list[tuple[float, str]] = []
-    for term in spec.split("+"):
-        weight_text, _, name = term.strip().rpartition("*")
-        name = name.strip()
-        if not name:
-            raise ConfigError(f"--score: empty component in '{clip(spec)}'; write e.g. 2*supernet+naswot")
-        try:
-            weight = float(weight_text) if weight_text.strip() else 1.0
-        except ValueError:
-            weight = math.nan
-        if not (math.isfinite(weight) and weight > 0):
-            raise ConfigError(f"--score: the weight of '{name}' in '{clip(spec)}' must be a positive number, "
-                              f"got '{clip(weight_text.strip())}'")
-        ESTIMATORS.get(name)    # an unknown name: RegistryError naming --score, with a did-you-mean
-        if any(name == seen for _, seen in components):
-            raise ConfigError(f"--score: '{name}' appears twice in '{clip(spec)}'; give it one weight instead")
-        components.append((weight, name))
-    return components
 
 
 def normalised_ranks(scores: Sequence[float]) -> np.ndarray:
@@ -69,19 +45,24 @@ class Fused(Estimator):
 
     def __init__(self, components: Sequence[tuple[float, str]]):
         self.components = [(float(w), ESTIMATORS.get(n).obj()) for w, n in components]
-        self.name = "+".join(n if w == 1 else f"{w:g}*{n}" for w, n in components)
+        self.name = format_spec(list(components))
         self.needs = frozenset().union(*(e.needs for _, e in self.components))
         self.cheap = all(e.cheap for _, e in self.components)
 
     @classmethod
     def from_spec(cls, spec: str) -> Fused:
         """The fusion a `--score` spec names (syntax in the module docstring)."""
-        return cls(parse_fusion(spec))
+        return cls(parse_spec(spec))
 
     def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
         total = sum(w for w, _ in self.components)
         fused = sum(w * normalised_ranks(_memoised(e, archs, context)) for w, e in self.components) / total
         return [float(v) for v in np.atleast_1d(fused)]
+
+
+    def component_scores(self, arch: Arch, context: EstimatorContext) -> dict[str, float]:
+        """Each component's own score of `arch` (computed once per context, with the ranks)."""
+        return {estimator.name: _memoised(estimator, [arch], context)[0] for _, estimator in self.components}
 
 
 def _memoised(estimator: Estimator, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:

@@ -261,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="registered searcher (default evolution)")
     search.add_argument("--score", default="auto", metavar="NAME",
                         help="what ranks the candidates: a registered estimator (supernet: BN-recalibrated "
-                        "validation top-1; macs, params, ...) or a fusion spec; auto (default): the best "
+                        "validation top-1; macs, params, ...) or a fusion spec such as 2*supernet+naswot "
+                        "(grammar: docs/estimators.md); auto (default): the best "
                         "within-bin Kendall tau of the run's latest nas fidelity, else supernet")
     search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet)")
     search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")

@@ -74,11 +74,17 @@ class SearchContext:
 SETTING_DEFAULTS: Mapping[str, Any] = {"score": "supernet"}
 
 
+def rank_key(record: Mapping[str, Any]) -> tuple:
+    """Sort key putting the best record first: highest objective (the score's value), then
+    fewer MACs, then the earlier trial."""
+    return -objective(record), record["macs"], record["trial"]
+
+
 def best_record(records: Sequence[Mapping[str, Any]]) -> Record | None:
-    """Highest objective (the score's value); ties go to fewer MACs, then the earlier trial."""
+    """The first record by `rank_key`: highest objective; ties go to fewer MACs, then the earlier trial."""
     if not records:
         return None
-    return dict(max(records, key=lambda r: (objective(r), -r["macs"], -r["trial"])))
+    return dict(min(records, key=rank_key))
 
 
 def check_settings(stored: Mapping[str, Any], current: Mapping[str, Any], where: str, fix: str) -> None:

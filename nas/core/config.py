@@ -1,7 +1,9 @@
 """Run configuration: frozen dataclasses loaded from YAML with dotted `--set` overrides.
 
 `load_config(name_or_path, overrides)` is the only way YAML becomes a `RunConfig`. Every
-problem is collected in one pass and reported as `FILE: key.path: problem`. Plugin sections
+problem is collected in one pass and reported as `FILE: key.path: problem`, or blamed on what
+caused it under `--set` overrides (`--set: key.path: problem` for a bad overridden value,
+`--set KEY: ...` for a check across keys that only an override made fail). Plugin sections
 (`space`, `strategy.sampler`, `strategy.distill`, `strategy` itself) are `{name, options}`:
 the options may sit under `options:` or inline beside `name`, and a bare string is `{name}`.
 """
@@ -338,11 +340,17 @@ def _plugin(registry: Registry, section: Any, path: str, problems: Problems,
     return Plugin(section["name"], options) if dataclasses.is_dataclass(options) else None
 
 
-def build_config(raw: dict, source: str = "<dict>", overridden: tuple[str, ...] = ()) -> RunConfig:
-    """Validate plain data into a `RunConfig`, raising one `ConfigError` with every problem.
+def build_config(raw: dict, source: str = "<dict>") -> RunConfig:
+    """Validate plain data into a `RunConfig`, raising one `ConfigError` with every problem,
+    each blamed on `source`."""
+    config, problems = _validated(raw, source)
+    if config is None:
+        raise ConfigError(problems.lines(lambda path, problem: source))
+    return config
 
-    Problems under a key path given in `overridden` are reported as coming from `--set`.
-    """
+
+def _validated(raw: dict, source: str) -> tuple[RunConfig | None, Problems]:
+    """The `RunConfig` of plain data (None when there are problems) and the problems found."""
     problems = Problems()
     raw = _normalise(raw)
     plugins: dict[str, Any] = {}
@@ -367,33 +375,57 @@ def build_config(raw: dict, source: str = "<dict>", overridden: tuple[str, ...] 
     top = _plugin(STRATEGIES, strategy, "strategy", problems, options_path="strategy")
     body = convert_dataclass(_RunBody, raw, "", problems)
     if problems:
-        raise ConfigError(problems.lines(lambda path, section: _blame(path, section, source, overridden)))
+        return None, problems
     return RunConfig(space=plugins["space"], data=body.data, train=body.train, eval=body.eval,
                      strategy=StrategyConfig(top.name, top.options, strategy_plugins["sampler"],
-                                             strategy_plugins["distill"]), source=source)
+                                             strategy_plugins["distill"]), source=source), problems
 
 
 def _plain_path(path: str) -> str:
     return path.replace(".options.", ".").replace(".options", "")
 
 
-def _blame(path: str, section: str | None, source: str, overridden: tuple[str, ...]) -> str:
-    """`--set` when a problem concerns an overridden key, else the config file.
-
-    A problem names one key (`train.optimizer.lr`) or several of one section
-    (`train.epochs, steps`); a section's own check (`section` is its path) can also be caused
-    by an override of another of its keys: it is blamed on that `--set KEY`.
-    """
+def _names_override(path: str, overridden: list[str]) -> bool:
+    """Whether a problem's key path (one key, `train.optimizer.lr`, or several keys of one
+    section, `train.epochs, steps`) is a key given by `--set`, inside one or around one."""
     head, _, last = _plain_path(path).rpartition(".")
     named = [f"{head}.{key}" if head else key for key in last.split(", ")] if path else []
     keys = [_plain_path(o) for o in overridden]
-    if any(k == n or n.startswith(k + ".") or k.startswith(n + ".") for k in keys for n in named):
-        return "--set"
-    if section is not None:
-        inside = [o for o, k in zip(overridden, keys) if k.startswith(_plain_path(section) + ".")]
-        if inside:
-            return f"--set {inside[0]}"
-    return source
+    return any(k == n or n.startswith((k + ".", k + "[")) or k.startswith(n + ".") for k in keys for n in named)
+
+
+class _Blame:
+    """What caused each problem of a config with `--set` overrides: `--set` when the problem
+    names an overridden key; the file when the file alone has the problem; otherwise the
+    overrides without which it disappears (a check across keys, `data.sampling` failing after
+    `--set data.in_memory=false`), found by validating again without each of them."""
+
+    def __init__(self, raw: dict, parsed: list[tuple[str, Any]], source: str):
+        self.raw, self.parsed, self.source = raw, parsed, source
+        self._found: dict[tuple[int, ...], set[tuple[str, str]] | None] = {}
+
+    def _problems_with(self, chosen: tuple[int, ...]) -> set[tuple[str, str]] | None:
+        """The problems of the file with only the overrides at indices `chosen` (None: they
+        cannot be applied on their own)."""
+        if chosen not in self._found:
+            try:
+                _, problems = _validated(_with_overrides(self.raw, [self.parsed[i] for i in chosen]), self.source)
+                self._found[chosen] = set(problems)
+            except ConfigError:
+                self._found[chosen] = None
+        return self._found[chosen]
+
+    def __call__(self, path: str, problem: str) -> str:
+        keys = [key for key, _ in self.parsed]
+        if _names_override(path, keys):
+            return "--set"
+        if (path, problem) in (self._problems_with(()) or set()):
+            return self.source
+        every = range(len(keys))
+        needed = [keys[i] for i in every
+                  if (path, problem) not in (self._problems_with(tuple(j for j in every if j != i)) or set())]
+        enough = [keys[i] for i in every if (path, problem) in (self._problems_with((i,)) or set())]
+        return "--set " + ", ".join(dict.fromkeys(needed or enough or keys))
 
 
 @dataclass(frozen=True)
@@ -441,6 +473,15 @@ def load_config(name_or_path: str | Path | dict, overrides: list[str] | tuple[st
         raw, source = yaml_io.load_mapping(path), str(path)
     raw = _normalise(raw)
     parsed = parse_overrides(overrides)
+    config, problems = _validated(_with_overrides(raw, parsed), source)
+    if config is None:
+        raise ConfigError(problems.lines(_Blame(raw, parsed, source)))
+    return config
+
+
+def _with_overrides(raw: dict, parsed: list[tuple[str, Any]]) -> dict:
+    """A copy of `raw` with the `--set` values applied in order."""
+    raw = copy.deepcopy(raw)
     for key, value in parsed:
         _set_path(raw, key, value)
-    return build_config(raw, source, tuple(key for key, _ in parsed))
+    return raw

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from nas.core.errors import NasError
 from nas.core.files import with_path, write_text
@@ -46,7 +46,12 @@ def keep_records(path: Path, keep: Callable[[dict[str, Any]], bool], error: type
     records = read_records(path, error)
     kept = [record for record in records if keep(record)]
     if len(kept) < len(records):
-        write_text(path, "".join(_line(record) for record in kept))
+        write_records(path, kept)
+
+
+def write_records(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Replace `path` (atomically) by `records`, one line each."""
+    write_text(path, "".join(_line(record) for record in records))
 
 
 def append_record(path: Path, record: Mapping[str, Any]) -> None:

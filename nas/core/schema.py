@@ -20,25 +20,14 @@ _MISSING = object()
 
 
 class Problems(list):
-    """(key path, problem) pairs gathered during one conversion.
+    """(key path, problem) pairs gathered during one conversion."""
 
-    `sections` maps the index of a problem found by a section's own check (`__post_init__`,
-    which may involve several of its keys) to that section's path.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sections: dict[int, str] = {}
-
-    def add(self, path: str, problem: str, section: str | None = None) -> None:
-        if section is not None:
-            self.sections[len(self)] = section
+    def add(self, path: str, problem: str) -> None:
         self.append((path, problem))
 
-    def lines(self, source_of: "typing.Callable[[str, str | None], str]") -> list[str]:
-        """`SOURCE: key.path: problem` lines; `source_of(path, section)` names the file or `--set`."""
-        return [f"{source_of(path, self.sections.get(i))}: {path + ': ' if path else ''}{problem}"
-                for i, (path, problem) in enumerate(self)]
+    def lines(self, source_of: "typing.Callable[[str, str], str]") -> list[str]:
+        """`SOURCE: key.path: problem` lines; `source_of(path, problem)` names the file or `--set`."""
+        return [f"{source_of(path, problem)}: {path + ': ' if path else ''}{problem}" for path, problem in self]
 
 
 def _join(path: str, key: object) -> str:
@@ -146,9 +135,9 @@ def convert_dataclass(cls: type, data: Any, path: str, problems: Problems) -> An
         for line in e.problems:
             field, sep, problem = line.partition(": ")
             if sep and field.split("[")[0].split(", ")[0] in fields:
-                problems.add(_join(path, field), problem, section=path)
+                problems.add(_join(path, field), problem)
             else:
-                problems.add(path, line, section=path)
+                problems.add(path, line)
         return _MISSING
 
 

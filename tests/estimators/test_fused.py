@@ -69,7 +69,7 @@ def test_fusion_of_one_estimator_keeps_its_order():
     archs = [space.sample(rng) for _ in range(12)]
     context = EstimatorContext(space=space)
     macs = build_estimator("macs").scores(archs, context)
-    fused = build_estimator("1*macs").scores(archs, context)
+    fused = Fused([(1.0, "macs")]).scores(archs, context)       # a spec of one component is the estimator
     assert len(set(macs)) < len(macs)    # ties among the archs, which must stay tied
     assert np.array_equal(np.sign(np.subtract.outer(fused, fused)), np.sign(np.subtract.outer(macs, macs)))
     assert min(fused) == 0 and max(fused) == 1
@@ -86,8 +86,9 @@ def test_unknown_component_is_one_line_naming_score_with_a_did_you_mean():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("x*naswot", "--score: the weight of 'naswot' in 'x\\*naswot' must be a positive number, got 'x'"),
-    ("-1*naswot+macs", "must be a positive number, got '-1'"),
+    ("x*naswot", "--score: the weight of 'naswot' in 'x\\*naswot' must be a positive decimal number such as 2, "
+                 "0.5 or 1e-3 \\(finite, not denormal\\), got 'x'"),
+    ("-1*naswot+macs", "must be a positive decimal number .*, got '-1'"),
     ("naswot+", "--score: empty component in 'naswot\\+'"),
     ("naswot+2*naswot", "--score: 'naswot' appears twice"),
     ("fused", "--score: a fusion names its components: write e.g. 2\\*supernet\\+naswot\\+synflow"),

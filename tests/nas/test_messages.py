@@ -41,6 +41,34 @@ def test_a_problem_of_the_file_stays_blamed_on_the_file(tmp_path):
     assert raised.value.problems[0].startswith(f"{path}: space.options.widths: needs one entry per stage")
 
 
+def test_a_check_across_keys_is_blamed_on_the_file_when_the_file_alone_fails_it(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml_io.dumps({**tiny_config(), "data": {"name": "imagefolder", "root": str(tmp_path),
+                                                             "image_size": 8, "sampling": "pada"}}))
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, ["data.train_size=100"])     # same section, unrelated to the problem
+    assert raised.value.problems == [f"{path}: data.sampling: pada draws each epoch's images from in-memory data; "
+                                     "set data.in_memory: true (Fashion-MNIST, CIFAR) or data.sampling: uniform"]
+
+
+@pytest.mark.parametrize("overrides", [["data.train_size=100", "data.in_memory=false"],
+                                       ["data.in_memory=false", "data.train_size=100"]])
+def test_a_check_across_keys_is_blamed_on_the_override_that_broke_it(overrides):
+    with pytest.raises(ConfigError) as raised:
+        load_config("fashion_mnist_cell201_pada", overrides)
+    assert raised.value.problems == ["--set data.in_memory: data.sampling: pada draws each epoch's images from "
+                                     "in-memory data; set data.in_memory: true (Fashion-MNIST, CIFAR) or "
+                                     "data.sampling: uniform"]
+
+
+def test_a_shipped_value_made_wrong_by_an_override_is_blamed_on_that_override():
+    with pytest.raises(ConfigError) as raised:       # cell201's options are wrong only for mobilenetv3
+        load_config("fashion_mnist_cell201_pada", ["train.seed=1", "space.name=mobilenetv3"])
+    assert len(raised.value.problems) == 4
+    assert all(line.startswith("--set space.name: space.options.") for line in raised.value.problems)
+    assert raised.value.problems[0].startswith("--set space.name: space.options.image_size: unknown key; allowed: ")
+
+
 @pytest.mark.parametrize("url, shown", [
     ("postgresql://bob:hunter2@db:5432/nas", "postgresql://bob:***@db:5432/nas"),
     ("mysql+pymysql://bob:p%40ss:w@db/nas", "mysql+pymysql://bob:***@db/nas"),

@@ -158,8 +158,8 @@ def test_a_population_score_is_told_ranks_so_far_and_the_best_is_ranked_among_al
     found = api.search(run, "random", trials=7, seed=1, out=tmp_path, progress=False, score="test-param-ranks")
     lines = _lines(tmp_path / "results.jsonl")
     params = [run.space.params(r["arch"]) for r in lines]
-    assert [r["score_value"] for r in lines] == [float(sum(p < params[i] for p in params[:i]))
-                                                 for i in range(len(lines))]
+    assert [r["score_told"] for r in lines] == [float(sum(p < params[i] for p in params[:i]))
+                                                for i in range(len(lines))]
     assert all("val_top1" not in r for r in lines)
     top = max(params)
     assert run.space.params(found.best) == top and found.score_value == float(sum(p < top for p in params))

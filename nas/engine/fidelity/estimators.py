@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from estimators import Estimator, EstimatorContext, build_estimator
+from estimators import Estimator, EstimatorContext, build_estimator, canonical_spec
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, RegistryError
 from nas.core.registry import ESTIMATORS
@@ -32,10 +32,13 @@ def default_names() -> list[str]:
 
 def parse_names(spec: str | Sequence[str] | None) -> list[str]:
     """The estimators to report: `spec` (comma-separated names or fusion specs, or a list) or the
-    default; `supernet` and the free baselines are always among them (the verdict needs them).
+    default, each in its canonical spelling (`estimators/score_spec.py`: `b+2*a` and `2.0*a+b`
+    are one estimator); `supernet` and the free baselines are always among them (the verdict
+    needs them).
 
     Raises:
-        ConfigError: an empty name (naming `--estimators`).
+        ConfigError: an empty name or a spec outside the grammar (naming `--estimators`).
+        RegistryError: an unknown name (naming `--estimators`).
     """
     if spec is None:
         names = default_names()
@@ -43,6 +46,10 @@ def parse_names(spec: str | Sequence[str] | None) -> list[str]:
         names = [n.strip() for n in (spec.split(",") if isinstance(spec, str) else spec)]
         if not all(names):
             raise ConfigError(f"--estimators: expected comma-separated estimator names, got {spec!r}")
+        try:
+            names = [canonical_spec(n) for n in names]
+        except (ConfigError, RegistryError) as e:
+            raise _naming_estimators(e) from None
     ordered = [SUPERNET, *BASELINES, *names]
     return list(dict.fromkeys(ordered))
 
@@ -56,10 +63,15 @@ def build_estimators(names: Sequence[str]) -> dict[str, Estimator]:
             continue
         try:
             built[name] = build_estimator(name)
-        except (ConfigError, RegistryError) as e:     # they name `--score`, the search's flag
-            flag = f"{ESTIMATORS.yaml_key}:"
-            raise type(e)("\n".join(line.replace(flag, "--estimators:", 1) for line in e.lines())) from None
+        except (ConfigError, RegistryError) as e:
+            raise _naming_estimators(e) from None
     return built
+
+
+def _naming_estimators(error: ConfigError | RegistryError) -> ConfigError | RegistryError:
+    """An estimator error, which names `--score` (the search's flag), naming `--estimators`."""
+    flag = f"{ESTIMATORS.yaml_key}:"
+    return type(error)("\n".join(line.replace(flag, "--estimators:", 1) for line in error.lines()))
 
 
 def score_archs(estimators: Mapping[str, Estimator], archs: Sequence[Arch], context: EstimatorContext,

@@ -19,12 +19,17 @@ them together.
    MACs and params, then the latency table; then duplicates by `arch_id` of the canonical
    arch); `claim`; `evaluate` (and `rank`); `tell`; append to results.jsonl; TensorBoard and tqdm.
    `max_rejections` rejections in a row stop the search with a `SearchError`.
-5. Write `pareto.json`/`pareto.png`, `best.yaml` and `summary.json`; with a latency table
-   and an `export` callable, measure the best arch and report the table's error.
+5. Write `ranked.jsonl`, `pareto.json`/`pareto.png`, `best.yaml` and `summary.json`; with a
+   latency table and an `export` callable, measure the best arch and report the table's error.
 
-Files in `out_dir`: `results.jsonl` (one line per evaluated arch: `{"trial", "arch",
-"arch_id", "val_top1"?, "macs", "params", "latency_ms"?, "score", "score_value", "anchor"?,
-...extra metrics, "eval_seconds"}`),
+Files in `out_dir`: `results.jsonl` (append-only, one line per evaluation as it finished:
+`{"trial", "arch", "arch_id", "val_top1"?, "macs", "params", "latency_ms"?, "score",
+"score_value", "anchor"?, ...extra metrics, "eval_seconds"}`; for a population score
+`score_told`, the arch's rank among the archs evaluated before it, replaces `score_value`),
+`ranked.jsonl` (written at the end, for a population score only when the loop completed so
+that all were ranked together: every record with its final `score_value`,
+and `score_told` for a population score, best first: highest `score_value`, then fewer MACs,
+then the earlier trial; its first line is `best.yaml` and summary.json's record),
 `pareto.json`, `pareto.png`, `best.yaml` (bare arch mapping), `summary.json`, `search.json`
 (settings of a local search, checked on resume), `tb/`, and `optuna.journal` for Optuna
 searchers without `--storage`. Resume: local searchers replay results.jsonl; Optuna
@@ -45,9 +50,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from torch import nn
 
+from estimators.score_spec import canonical_spec
 from nas.core.arch import Arch, arch_id, write_arch_file
 from nas.core.costs import COST_NAMES, LATENCY, MACS
-from nas.core.errors import ConfigError, SearchError, check_int, clip_words
+from nas.core.errors import ConfigError, NasError, SearchError, check_int, clip_words
 from nas.core.files import write_json
 from nas.core.pareto import front as pareto_front
 from nas.core.pareto import objective
@@ -56,15 +62,16 @@ from nas.core.schema import Problems, convert_dataclass
 from nas.engine.searching.latency import LatencyTable
 from nas.core.locks import folder_lock
 from nas.engine.searching.pareto_report import pareto_figure, write_pareto
-from nas.engine.searching.results import SearchResult
 from nas.engine.searching.costs import Constraints, SearchCosts
-from nas.engine.searching.results import append_record, read_results, unique_records
+from nas.engine.searching.results import (RANKED, RESULTS, SearchResult, append_record, as_logged, as_told,
+                                          read_results, unique_records, write_ranked)
 from search_spaces.base import ArchSpace
 from searchers.base import Record, SearchContext, Searcher, best_record, check_settings
 
 MAX_REJECTIONS = 1000
 ENUMERATE_LIMIT = 20_000
-_RESERVED = {"trial", "arch", "arch_id", "val_top1", *COST_NAMES, "score", "score_value", "anchor", "eval_seconds"}
+_RESERVED = {"trial", "arch", "arch_id", "val_top1", *COST_NAMES, "score", "score_value", "score_told", "anchor",
+             "eval_seconds"}
 _log = logging.getLogger(__name__)
 Evaluate = Callable[[Arch], Mapping[str, Any]]
 Rank = Callable[[Sequence[Arch]], Sequence[float]]
@@ -257,7 +264,7 @@ def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, plan: Search
             continue
         record = _evaluate(evaluate, plan, searcher, arch, key, costs, key in anchor_ids)
         searcher.tell(arch, record)
-        append_record(out_dir / "results.jsonl", record)
+        append_record(out_dir / RESULTS, as_logged(record, plan.rank is not None))
         new += 1
         log.step(record, searcher.best(), searcher.completed(), rejected)
         rejected = duplicates = 0
@@ -287,9 +294,20 @@ def _local_state(out_dir: Path, settings: dict[str, Any]) -> Mapping[str, Any] |
     except (ValueError, KeyError, TypeError) as e:
         raise SearchError(f"{path}: not the settings of a search ({clip_words(str(e))}); "
                           "remove the file or use another --out") from e
+    if isinstance(stored_settings.get("score"), str):     # spelt by hand or before specs had one spelling
+        stored_settings["score"] = _canonical_score(stored_settings["score"])
     check_settings(stored_settings, settings, f"the search in {out_dir}",
                    "resume with the same settings or use another --out")
     return options
+
+
+def _canonical_score(name: str) -> str:
+    """The canonical spelling of a stored score spec; the name itself when it is no valid spec
+    now (an estimator since removed: the settings check then reports the difference)."""
+    try:
+        return canonical_spec(name)
+    except NasError:
+        return name
 
 
 def _check_arguments(plan: SearchPlan, shared: bool, study: SharedStudy) -> None:
@@ -305,11 +323,11 @@ def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
     """Replay a local search's results; returns the evaluations to reach and notes for the user."""
     notes: list[str] = []
     if not active.shared:
-        records = read_results(context.out_dir / "results.jsonl")
+        records = read_results(context.out_dir / RESULTS)
         unique = unique_records(records)
         if len(unique) < len(records):
             notes.append(f"results.jsonl repeats {len(records) - len(unique)} archs; each counts once")
-        active.restore(unique)
+        active.restore([as_told(r) for r in unique])
         write_json(context.out_dir / "search.json", {"settings": dict(context.settings),
                                                       "options": active.resolved_options()})
     target = context.trials
@@ -376,12 +394,17 @@ def run_search(space: ArchSpace, evaluate: Evaluate, plan: SearchPlan, output: S
                             frozenset(arch_id(a) for a in first))
                 history = _rescored(active.history(), plan)
             finally:
+                final = history is not None or plan.rank is None     # else the values told, not final
                 if history is None:    # the loop failed: what was evaluated is kept, as told
                     history = active.history()
                 try:
                     if history:  # also when the loop failed: what was evaluated is kept
                         write_pareto(out_dir, history, costs.names, costs.budgets)
                         write_arch_file(best_record(history)["arch"], out_dir / "best.yaml")
+                        if final:
+                            write_ranked(out_dir / RANKED, history)
+                        else:
+                            (out_dir / RANKED).unlink(missing_ok=True)     # an earlier run's, now stale
                         log.figure("search/pareto", lambda: pareto_figure(history, costs.names, costs.budgets),
                                    len(history))
                 finally:

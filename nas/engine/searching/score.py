@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from estimators import Estimator, EstimatorContext, build_estimator
+from estimators import Estimator, EstimatorContext, Fused, build_estimator, canonical_spec
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import SearchError, clip_words
 
@@ -136,12 +136,15 @@ class SearchScore:
     supernet: dict[str, Any] = field(default_factory=dict)    # arch_id -> validation accuracy, as evaluated
 
     def metrics(self, arch: Arch) -> dict[str, Any]:
-        """`{"score_value"?, "val_top1"?, "val_top5"?}` of `arch` (no `score_value` for a
-        population score: the runner ranks it among the others; `val_top1` when the supernet
-        was evaluated)."""
+        """`{"score_value"?, "val_top1"?, "val_top5"?, "score_NAME"?}` of `arch` (no `score_value`
+        for a population score: the runner ranks it among the others; `val_top1` when the
+        supernet was evaluated; for a fusion, each component's own score as `score_NAME`)."""
         result: dict[str, Any] = {}
         if not self.estimator.population:
             result["score_value"] = float(self.estimator.score(arch, self.context))
+        if isinstance(self.estimator, Fused):     # what the ranks were made of, kept in the record
+            result.update({f"score_{name}": float(value) if math.isfinite(value) else None
+                           for name, value in self.estimator.component_scores(arch, self.context).items()})
         accuracy = self.supernet.get(arch_id(arch))
         if accuracy is not None:
             result.update(val_top1=accuracy.top1, val_top5=accuracy.top5)
@@ -156,7 +159,9 @@ class SearchScore:
 
 def search_score(name: str, run: Any) -> SearchScore:
     """The estimator `name` with the context of `run` (a `nas.api.Run`): its space, fixed training
-    batches, validation top-1 through the run's evaluator, and its folder."""
+    batches, validation top-1 through the run's evaluator, and its folder; named by the canonical
+    spelling of `name` (`estimators/score_spec.py`), which the search's folder, records and
+    settings use."""
     estimator = build_estimator(name)
     supernet: dict[str, Any] = {}
 
@@ -167,4 +172,4 @@ def search_score(name: str, run: Any) -> SearchScore:
 
     batches = _Batches(lambda: run.data.sample_batches("train", BATCHES, BATCH_SIZE, BATCH_SEED))
     context = EstimatorContext(run.space, batches, supernet_top1, run_dir=run.dir.root)
-    return SearchScore(name, estimator, context, supernet)
+    return SearchScore(canonical_spec(name), estimator, context, supernet)

@@ -3,6 +3,7 @@ they read (amounts or percentages), with the spawned workers of a shared Optuna 
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from pathlib import Path
@@ -24,18 +25,33 @@ from nas.engine.searching.runner import SearchOutput, SearchPlan, SharedStudy, r
 from nas.engine.searching.score import SearchScore, choose_score, search_score
 
 
+SCORE_PART_MAX = 64     # characters of a score spec in a folder name; a longer one is cut and hashed
+
+
 def _search_id(searcher: str, constraints: Any, seed: int, study: str | None, score: str = "supernet") -> str:
     """Default search directory name: the study, or searcher + budgets + score (unless
-    `supernet`) + seed (so re-running the same command continues the same search, and searches
-    ranked by different scores never resume each other)."""
+    `supernet`; its canonical spelling, cut and hashed when long) + seed (so re-running the same
+    command continues the same search, and searches ranked by different scores never resume
+    each other)."""
     if study is not None:
         return study
     from nas.core.costs import BY_NAME
 
     parts = [searcher, *(BY_NAME[cost].folder_part(budget) for cost, budget in constraints.budgets().items())]
     if score != "supernet":
-        parts.append("score-" + re.sub(r"[^A-Za-z0-9._+]", "_", score))     # a spec stays one folder
+        parts.append("score-" + _score_part(score))
     return "-".join(parts + [f"s{seed}"])
+
+
+def _score_part(score: str) -> str:
+    """A score spec as one folder-name part: its characters outside `[A-Za-z0-9._+]` as `_`, and
+    past `SCORE_PART_MAX` characters its head and a hash of the whole spec (a name stays within
+    the filesystem's 255 bytes, and distinct long specs stay distinct)."""
+    part = re.sub(r"[^A-Za-z0-9._+]", "_", score)
+    if len(part) <= SCORE_PART_MAX:
+        return part
+    digest = hashlib.sha256(score.encode()).hexdigest()[:12]
+    return f"{part[:SCORE_PART_MAX - len(digest) - 1]}-{digest}"
 
 
 def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
@@ -119,10 +135,10 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     if out is None and study is not None:
         check_name(study, "--study")      # the search folder's name
     out_dir = Path(out) if out is not None else run.dir.search(
-        _search_id(searcher, constraints, seed, study, chosen.name))
+        _search_id(searcher, constraints, seed, study, scorer.name))
     check_writable(out_dir, "--out" if out is not None else "RUN")
     table = _search_table(run, device, batch, progress) if max_latency_ms is not None else None
-    task = SearchTask(searcher, options, trials, seed, chosen.name, constraints, str(device), batch, out_dir)
+    task = SearchTask(searcher, options, trials, seed, scorer.name, constraints, str(device), batch, out_dir)
     if workers > 1:
         storage, study = _run_workers(run, workers, task, storage, study)
     return _run_share(run, task, scorer, table, SharedStudy(storage, study, worker), progress, chosen.reason)
