@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nas import api  # noqa: E402
 from nas.core.preprocessing import resize  # noqa: E402
+from nas.core.registry import SUPERNET_SCORE  # noqa: E402
 from nas.core.rng import python_rng  # noqa: E402
 from nas.engine.bn import recalibrate_bn  # noqa: E402
 from nas.engine.evaluator import accuracy  # noqa: E402
@@ -42,7 +43,7 @@ def compare_searchers(run, seeds: int, trials: int, out: Path, searchers=SEARCHE
     for seed in range(seeds):
         for name in searchers:
             found = api.search(run, name, max_macs="50%", trials=trials, seed=seed,
-                               out=out / f"{name}-s{seed}", progress=False, score="supernet")
+                               out=out / f"{name}-s{seed}", progress=False, score=SUPERNET_SCORE)
             results[name].append(found.val_top1)
             print(f"seed {seed} {name:11s} best val top-1 {found.val_top1:.4f} ({found.arch_id}, "
                   f"{found.macs / 1e6:.2f} MMACs)", flush=True)

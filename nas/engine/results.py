@@ -18,6 +18,7 @@ import torch
 from nas.core.arch import Arch
 from nas.core.errors import NasError, RunError
 from nas.core.pareto import Record
+from nas.core.registry import SUPERNET_SCORE
 from nas.engine.checkpoint import LAST
 from nas.engine.jsonl import read_records
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, find_run
@@ -201,7 +202,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     front: list[Record] = field(default_factory=list)
     trials: list[Record] = field(default_factory=list)
-    score: str = "supernet"
+    score: str = SUPERNET_SCORE
     score_value: float | None = None
 
     def to_dataframe(self) -> Any:
