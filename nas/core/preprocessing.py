@@ -27,9 +27,9 @@ def resize(x: torch.Tensor, size: int) -> torch.Tensor:
 
 def normalize(x: torch.Tensor, mean: Sequence[float] | torch.Tensor,
               std: Sequence[float] | torch.Tensor) -> torch.Tensor:
-    """((x - mean) / std) per channel of N×C×H×W inputs scaled to [0, 1], in float32."""
-    mean_t = torch.as_tensor(mean, dtype=torch.float32).reshape(-1, 1, 1)
-    std_t = torch.as_tensor(std, dtype=torch.float32).reshape(-1, 1, 1)
+    """((x - mean) / std) per channel of N×C×H×W inputs scaled to [0, 1], in float32, on x's device."""
+    mean_t = torch.as_tensor(mean, dtype=torch.float32, device=x.device).reshape(-1, 1, 1)
+    std_t = torch.as_tensor(std, dtype=torch.float32, device=x.device).reshape(-1, 1, 1)
     return (x - mean_t) / std_t
 
 
