@@ -43,3 +43,9 @@ def test_the_export_metadata_is_the_contract_s():
     assert json.loads(json.dumps(meta)) == {"resolution": 24, "interpolation": "bilinear", "antialias": False,
                                             "mean": [0.2860], "std": [0.3530]}
     assert list(meta) == ["resolution", "interpolation", "antialias", "mean", "std"]
+
+
+def test_normalize_puts_mean_and_std_on_the_inputs_device():
+    x = torch.zeros(2, 3, 4, 4, device="meta")      # stands for an accelerator: a CPU mean would not mix
+    out = normalize(x, (0.5, 0.5, 0.5), (0.2, 0.2, 0.2))
+    assert out.device == x.device and out.shape == x.shape
