@@ -212,8 +212,8 @@ class _Log:
     def step(self, record: Record, best: Record, done: int, rejected: int) -> None:
         self.bar.n = min(done, self.bar.total)
         value = objective(best)
-        self.bar.set_postfix(best=f"{100 * value:.2f}%" if self.score == SUPERNET_SCORE else f"{self.score} {value:.4g}",
-                             rejected=rejected)
+        shown = f"{100 * value:.2f}%" if self.score == SUPERNET_SCORE else f"{self.score} {value:.4g}"
+        self.bar.set_postfix(best=shown, rejected=rejected)
         if self.writer is not None:
             scalars = {**({"val_top1": record["val_top1"]} if "val_top1" in record else {}),
                        **({"best_val_top1": best["val_top1"]} if "val_top1" in best else {}),
