@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from estimators import EstimatorContext, build_estimator  # noqa: E402
 from nas import api  # noqa: E402
-from nas.core.registry import ESTIMATORS  # noqa: E402
+from nas.core.registry import ESTIMATORS, SUPERNET_SCORE  # noqa: E402
 from nas.engine.fidelity.arch_selection import select_archs  # noqa: E402
 from nas.engine.data.batches import normalize  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
@@ -73,7 +73,7 @@ def _time(name: str, context: EstimatorContext, archs: list) -> dict:
 def main() -> None:
     args = _arguments()
     torch.set_num_threads(1)
-    names = args.estimators or [n for n in ESTIMATORS.names() if n not in ("supernet", "calibrated", "fused")]
+    names = args.estimators or [n for n in ESTIMATORS.names() if n not in (SUPERNET_SCORE, "calibrated", "fused")]
     report = {"archs": args.archs, "init_seeds": args.init_seeds, "batch_size": args.batch_size,
               "batches": args.batches, "cpu": cpu_model(), "threads": 1, "date": time.strftime("%Y-%m-%d"),
               "configs": {}}

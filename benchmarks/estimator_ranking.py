@@ -22,16 +22,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from estimators import EstimatorContext  # noqa: E402
+from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, EstimatorContext  # noqa: E402
 from nas import api  # noqa: E402
 from nas.core.arch import arch_id  # noqa: E402
+from nas.core.registry import SUPERNET_SCORE  # noqa: E402
 from nas.engine.fidelity.runner import plan, standalone_record  # noqa: E402
-from nas.engine.fidelity.estimators import SUPERNET, build_estimators, default_names, needs_batches  # noqa: E402
+from nas.engine.fidelity.estimators import build_estimators, default_names, needs_batches  # noqa: E402
 from nas.engine.fidelity.report import estimator_summary, format_estimators, seed_agreement  # noqa: E402
 from nas.engine.fidelity.ground_truth import recipe_source  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
-
-BATCHES, BATCH_SIZE = 2, 64     # as `nas fidelity` scores its estimators
 
 
 def _arguments() -> argparse.Namespace:
@@ -63,11 +62,12 @@ def main() -> None:
                          f"{args.seeds} seed(s) cached in {measured.truth.folder}; fewer than --min-archs "
                          f"{args.min_archs}")
     names = ([n.strip() for n in args.estimators.split(",")] if args.estimators
-             else [n for n in default_names() if n != SUPERNET])
+             else [n for n in default_names() if n != SUPERNET_SCORE])
     estimators = build_estimators(names)
     context = EstimatorContext(space, init_seeds=args.init_seeds, seed=0)
     if needs_batches(estimators):
-        context.batches = recipe_source(measured.recipe.data).sample_batches("train", BATCHES, BATCH_SIZE, 0)
+        context.batches = recipe_source(measured.recipe.data).sample_batches("train", ESTIMATOR_BATCHES,
+                                                                             ESTIMATOR_BATCH_SIZE, 0)
     archs = [r["arch"] for r in records]
     started = time.perf_counter()
     for name, estimator in estimators.items():

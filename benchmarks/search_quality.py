@@ -28,6 +28,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nas import api  # noqa: E402
+from nas.core.preprocessing import resize  # noqa: E402
+from nas.core.registry import SUPERNET_SCORE  # noqa: E402
 from nas.core.rng import python_rng  # noqa: E402
 from nas.engine.bn import recalibrate_bn  # noqa: E402
 from nas.engine.evaluator import accuracy  # noqa: E402
@@ -41,7 +43,7 @@ def compare_searchers(run, seeds: int, trials: int, out: Path, searchers=SEARCHE
     for seed in range(seeds):
         for name in searchers:
             found = api.search(run, name, max_macs="50%", trials=trials, seed=seed,
-                               out=out / f"{name}-s{seed}", progress=False, score="supernet")
+                               out=out / f"{name}-s{seed}", progress=False, score=SUPERNET_SCORE)
             results[name].append(found.val_top1)
             print(f"seed {seed} {name:11s} best val top-1 {found.val_top1:.4f} ({found.arch_id}, "
                   f"{found.macs / 1e6:.2f} MMACs)", flush=True)
@@ -66,10 +68,9 @@ def evaluation_rate(run, count: int = 10) -> dict:
     for arch in archs:
         static = run.export_model(arch).to(memory_format=fmt)
         size = run.space.input_size(arch)
-        resize = lambda x: torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear",  # noqa: E731
-                                                           align_corners=False)
-        recalibrate_bn(static, [resize(x).contiguous(memory_format=fmt) for x in calibration])
-        accuracy(static.eval(), evaluator.batches("val"), prepare=lambda x: resize(x).contiguous(memory_format=fmt))
+        prepare = lambda x: resize(x, size).contiguous(memory_format=fmt)  # noqa: E731
+        recalibrate_bn(static, [prepare(x) for x in calibration])
+        accuracy(static.eval(), evaluator.batches("val"), prepare=prepare)
     static_seconds = time.perf_counter() - start
     return {"archs": count, "val_images": len(run.splits.val_labels),
             "cold_per_min": 60 * count / cold, "cached_per_min": 60 * count / max(cached, 1e-9),

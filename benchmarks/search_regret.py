@@ -34,13 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nas import api  # noqa: E402
 from nas.core.arch import Arch, arch_id  # noqa: E402
 from nas.core.errors import ConfigError, NasError  # noqa: E402
-from nas.core.registry import ESTIMATORS  # noqa: E402
+from nas.core.registry import ESTIMATORS, SUPERNET_SCORE  # noqa: E402
 from nas.core.rng import python_rng  # noqa: E402
 from nas.engine.fidelity.runner import recipe_ground_truth, standalone_record  # noqa: E402
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, cpu_model  # noqa: E402
 from nas.engine.searching.stage import resolve_budget  # noqa: E402
 
-BASELINES = ("supernet", "macs", "params")
+BASELINES = (SUPERNET_SCORE, "macs", "params")
 MAX_DRAWS = 100_000     # random draws before giving up on finding N distinct feasible archs
 
 
@@ -119,7 +119,7 @@ def format_table(rows: dict[str, dict[str, Any]], best: float, median: float, ra
     for name, row in rows.items():
         label = name if name == row["score"] else f"{name}->{row['score']}"
         value = f"{row['score_value']:.6g}"
-        if row["val_top1"] is not None and row["score"] != "supernet":
+        if row["val_top1"] is not None and row["score"] != SUPERNET_SCORE:
             value += f" (val {100 * row['val_top1']:.2f})"
         alone = f"{100 * row['standalone_mean']:.2f} +- {100 * row['standalone_sd']:.2f}"
         lines.append(f"{label:24s} {row['arch_id']:10s} {row['macs'] / 1e6:8.3f}M {value:>22s} {alone:>15s} "

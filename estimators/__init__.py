@@ -1,14 +1,14 @@
 """Estimators: scores that rank subnets by predicted standalone accuracy (registered by name)."""
 from estimators import (  # noqa: F401  (registration)
     calibrated, grad_norm, jacov, macs, naswot, params, snip, supernet, synflow, zico)
-from estimators.base import Estimator, EstimatorContext
+from estimators.base import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, Estimator, EstimatorContext
 from estimators.calibrated import Calibration, calibration_path, fit_calibrated
 from estimators.fused import Fused
 from estimators.score_spec import canonical_spec, parse_spec
 from nas.core.registry import ESTIMATORS
 
-__all__ = ["Calibration", "Estimator", "EstimatorContext", "Fused", "build_estimator", "calibration_path",
-           "canonical_spec", "fit_calibrated"]
+__all__ = ["ESTIMATOR_BATCHES", "ESTIMATOR_BATCH_SIZE", "Calibration", "Estimator", "EstimatorContext", "Fused",
+           "build_estimator", "calibration_path", "canonical_spec", "fit_calibrated"]
 
 
 def build_estimator(spec: str) -> Estimator:

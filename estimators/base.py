@@ -24,6 +24,10 @@ from search_spaces.base import ArchSpace
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
+# The fixed training batches (count, images each) that `nas search` and `nas fidelity` give
+# data-reading estimators, so a score means the same in both.
+ESTIMATOR_BATCHES, ESTIMATOR_BATCH_SIZE = 2, 64
+
 
 @dataclass
 class EstimatorContext:

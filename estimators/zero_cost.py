@@ -20,6 +20,7 @@ from torch import nn
 from estimators.base import Batch, Estimator, EstimatorContext
 from nas.core.arch import Arch
 from nas.core.errors import ConfigError
+from nas.core.preprocessing import resize
 from nas.core.rng import derive_seed
 from supernets.base import seeded_supernet
 
@@ -27,13 +28,6 @@ from supernets.base import seeded_supernet
 WEIGHTED_LAYERS = (nn.Conv2d, nn.Linear)
 # Activations whose units NASWOT codes as on/off; Hardsigmoid (a gate in squeeze-excite) is no unit.
 RELU_LIKE = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.Hardswish, nn.GELU, nn.SiLU)
-
-
-def resize(x: torch.Tensor, size: int) -> torch.Tensor:
-    """Bilinear resize without antialiasing, the preprocessing the evaluator and exports use."""
-    if x.shape[-1] == size and x.shape[-2] == size:
-        return x
-    return nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=False)
 
 
 def weights_of(model: nn.Module) -> list[torch.Tensor]:

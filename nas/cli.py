@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from nas.core.amounts import format_amount
 from nas.core.errors import ConfigError, NasError
+from nas.core.registry import SUPERNET_SCORE
 
 MAX_ERROR_LINES = 3
 
@@ -142,7 +143,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_json())
     else:
-        scored = (f"val top-1 {result.val_top1:.4f}" if result.score == "supernet" else
+        scored = (f"val top-1 {result.val_top1:.4f}" if result.score == SUPERNET_SCORE else
                   f"{result.score} {result.score_value:.6g}"
                   + (f" (val top-1 {result.val_top1:.4f})" if result.val_top1 is not None else ""))
         print(f"best {result.arch_id}: {scored}, MACs {format_amount(result.macs)}, "

@@ -25,6 +25,7 @@ from torch import nn
 
 from nas.core.arch import Arch, Value
 from nas.core.errors import ArchError
+from nas.core.preprocessing import resize
 from nas.core.registry import did_you_mean
 from search_spaces.ops.source import WeightSource, set_source
 
@@ -408,11 +409,7 @@ class Supernet(nn.Module, abc.ABC):
         """Point every elastic op at its slice for the canonical `arch`."""
 
     def resize_input(self, x: torch.Tensor) -> torch.Tensor:
-        size = self.space.input_size(self.active_arch)
-        if x.shape[-1] == size and x.shape[-2] == size:
-            return x
-        return nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False,
-                                         antialias=False)
+        return resize(x, self.space.input_size(self.active_arch))
 
     def macs(self, arch: Mapping[str, Any]) -> int:
         """Analytic MACs of `arch`."""

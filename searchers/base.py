@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import SearchError, clip
 from nas.core.pareto import objective
+from nas.core.registry import SUPERNET_SCORE
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
 
@@ -71,7 +72,7 @@ class SearchContext:
 
 
 # Settings that searches stored before the setting existed ran with (a missing key reads as this).
-SETTING_DEFAULTS: Mapping[str, Any] = {"score": "supernet"}
+SETTING_DEFAULTS: Mapping[str, Any] = {"score": SUPERNET_SCORE}
 
 
 def rank_key(record: Mapping[str, Any]) -> tuple:

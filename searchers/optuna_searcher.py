@@ -18,7 +18,6 @@ running trials numbered before it stay below `--trials`, so the study ends with 
 from __future__ import annotations
 
 import abc
-import os
 import time
 import warnings
 from dataclasses import dataclass, replace
@@ -132,8 +131,7 @@ class OptunaSearcher(Searcher):
         with optuna_storage.ask_lock(self.storage_file):    # one enqueued trial, one worker
             self.trial = self.study.ask(self.distributions)
         arch = self.space.canonical(self.trial.params)
-        self.trial.set_user_attr("nas", {"arch_id": arch_id(arch), "worker": self.context.worker,
-                                         "host": optuna_storage.HOST, "pid": os.getpid()})
+        self.trial.set_user_attr("nas", optuna_storage.worker_info(arch_id(arch), self.context.worker))
         self.heartbeat.beat(self.trial)
         return arch
 

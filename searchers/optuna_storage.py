@@ -6,19 +6,18 @@ None means a journal file `optuna.journal` in the search directory.
 
 Liveness works the same on every storage (Optuna's own heartbeat exists only for RDB and
 only inside `study.optimize`): a running trial carries the user attribute `nas` =
-`{"arch_id", "worker", "host", "pid"}` and a `nas_heartbeat` (unix time) that a thread
-refreshes every `HEARTBEAT_INTERVAL` seconds. A running trial is stale, and is failed, when
-its process is gone from this host (same host id, dead or zombie pid) or when its heartbeat
-is older than `GRACE_PERIOD` seconds (a worker killed on another machine).
+`{"arch_id", "worker"}` plus its worker's process identity (`worker_info`) and a
+`nas_heartbeat` (unix time) that a thread refreshes every `HEARTBEAT_INTERVAL` seconds. A
+running trial is stale, and is failed, when `nas.core.processes.alive` judges its worker dead
+(same host and PID namespace, pid gone or a zombie) or when its heartbeat is older than
+`GRACE_PERIOD` seconds (a worker killed on another machine or in another container).
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
-import os
 import re
-import socket
 import threading
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from nas.core.errors import SearchError, clip, clip_words
 from nas.core.files import record_lock
+from nas.core.processes import ProcessIdentity, alive, this_process
 
 HEARTBEAT_INTERVAL = 10.0
 GRACE_PERIOD = 60.0
@@ -41,16 +41,9 @@ _OPEN_ATTEMPTS = 5
 _log = logging.getLogger(__name__)
 
 
-def host_id() -> str:
-    """Hostname plus PID namespace: processes with equal host ids can see each other's pids."""
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        namespace = ""
-    return f"{socket.gethostname()}/{namespace}"
-
-
-HOST = host_id()
+def worker_info(arch_id: str, worker: int) -> dict[str, Any]:
+    """The `nas` user attribute of a trial this process runs."""
+    return {"arch_id": arch_id, "worker": worker, **this_process().to_dict()}
 
 
 _PASSWORD = re.compile(r"(//[^/:@]*:)([^/@]*)@")
@@ -144,29 +137,13 @@ def _cannot_open(url: str, error: Exception) -> SearchError:
     return SearchError(f"--storage: cannot open {clip(mask_url(url))}: {detail}")
 
 
-def _process_gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 def is_stale(trial: FrozenTrial, now: float) -> bool:
-    """Whether a running trial's worker is gone (see the module docstring)."""
-    info = trial.user_attrs.get("nas", {})
-    if info.get("host") == HOST and isinstance(info.get("pid"), int):
-        if info["pid"] == os.getpid() or _process_gone(info["pid"]):
-            return True
+    """Whether a running trial's worker is gone (see the module docstring); a trial recorded by
+    this very process is not running any more either (it is asking now)."""
+    info = trial.user_attrs.get("nas")
+    worker = ProcessIdentity.from_dict(info) if isinstance(info, dict) else None   # None: an older record
+    if worker is not None and (worker == this_process() or not alive(worker)):
+        return True
     start = trial.datetime_start.timestamp() if trial.datetime_start else now
     return now - float(trial.user_attrs.get("nas_heartbeat", start)) > GRACE_PERIOD
 

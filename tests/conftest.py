@@ -1,4 +1,5 @@
-"""Shared fixtures: spaces by name at their default and at a small test size."""
+"""Shared fixtures and helpers: spaces by name at their default and at a small test size, and the
+registry coverage check of the contract suites."""
 from __future__ import annotations
 
 import random
@@ -53,3 +54,12 @@ def make_supernet(space, seed: int = 0, randomize_bn: bool = True):
 @pytest.fixture
 def rng() -> random.Random:
     return random.Random(1234)
+
+
+def check_contract_coverage(registry, contract: list[str], skip: dict[str, str]) -> None:
+    """A contract suite's check that every member of `registry` is run (`contract`) or skipped
+    with a reason (`skip`), so a newly registered one cannot go unchecked."""
+    registered = set(registry.names())
+    assert set(skip) <= registered, f"skipped but not registered: {sorted(set(skip) - registered)}"
+    assert registered == set(contract) | set(skip) and not set(contract) & set(skip)
+    assert all(reason.strip() for reason in skip.values())

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from nas.core.errors import PathError
+from nas.core.processes import pid_alive
 
 MIN_FREE_BYTES = 16 << 20     # room every writing command asks for beyond its own estimate
 
@@ -102,16 +103,6 @@ def _signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _leftovers(path: Path, suffix: str) -> list[Path]:
     """`.NAME.<pid>.<suffix>` folders beside `path` left by processes that are gone."""
     if not path.parent.is_dir():
@@ -120,7 +111,7 @@ def _leftovers(path: Path, suffix: str) -> list[Path]:
     for candidate in path.parent.iterdir():
         name = candidate.name
         pid = name[len(prefix): -len(end)] if name.startswith(prefix) and name.endswith(end) else ""
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             found.append(candidate)
     return found
 

@@ -1,8 +1,9 @@
 """Exclusive advisory locks on folders, so two processes never write one run or one search; and
 claims on pieces of work (`Claims`), so processes on one or several machines split them.
 
-`folder_lock(folder, what)` takes `fcntl.flock` on `folder/.lock` and writes its PID there; a
-second process gets a one-line `RunError` naming the holder's PID. The kernel drops the lock
+`folder_lock(folder, what)` takes `fcntl.flock` on `folder/.lock` and writes its process
+identity there (`nas.core.processes`); a second process gets a one-line `RunError` naming the
+holder's PID (and its host when it runs elsewhere). The kernel drops the lock
 when its process ends, however it ends (exit, exception, signal, SIGKILL), so a stale `.lock`
 file never blocks anyone; the file is left in place (removing it would race with a process
 that just opened it).
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 import threading
 import time
 import uuid
@@ -21,17 +21,23 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from nas.core.errors import RunError
-from nas.core.files import _pid_alive
+from nas.core.processes import ProcessIdentity, alive, this_process
 
 LOCK_FILE = ".lock"
 
 
 def _holder(fd: int) -> str:
-    """The PID written by the process holding the lock, as text ('' if it has not written it yet)."""
+    """How the error names the process holding the lock, from what it wrote (a lock file of an
+    older version holds its bare PID; an empty one was not written yet)."""
     try:
-        return os.pread(fd, 32, 0).decode(errors="replace").strip()
+        text = os.pread(fd, 4096, 0).decode(errors="replace").strip()
     except OSError:
-        return ""
+        text = ""
+    identity = ProcessIdentity.from_text(text)
+    if identity is not None:
+        here = this_process()
+        return f"process {identity.pid}" + ("" if identity.place == here.place else f" on {identity.host}")
+    return f"process {text}" if text.isdigit() else "another process"
 
 
 @contextmanager
@@ -53,12 +59,10 @@ def folder_lock(folder: str | Path, what: str) -> Iterator[Path]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid = _holder(fd)
-            holder = f"process {pid}" if pid.isdigit() else "another process"
-            raise RunError(f"{folder}: this {what} is in use by {holder} (lock {path}); wait for it to finish "
+            raise RunError(f"{folder}: this {what} is in use by {_holder(fd)} (lock {path}); wait for it to finish "
                            f"or stop it") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{this_process().to_text()}\n".encode(), 0)
         try:
             yield path
         finally:
@@ -75,17 +79,15 @@ STALE_S = 180.0         # a claim whose file did not change for this long (by th
 _GONE = object()        # what `_stale_content` says of a claim file that vanished
 
 
-def _identity() -> tuple[str, int]:
-    return socket.gethostname(), os.getpid()
-
-
 class Claims:
     """Claim files of pieces of work shared by processes on one or several machines.
 
     `try_take(path)` creates `path` with `O_CREAT | O_EXCL` (atomic on local file systems and
-    on NFS v3+) holding `host pid token`; while a claim is held, a daemon thread refreshes its
-    mtime every `heartbeat_s`. A claim is stale, and taken over, when its holder ran on this
-    host and its PID is gone, or when its content and mtime did not change for `stale_s` of
+    on NFS v3+) holding the holder's identity and a token (`pid=.. host=.. boot=.. pidns=..
+    start=.. token=..`); while a claim is held, a daemon thread refreshes its mtime every
+    `heartbeat_s`. A claim is stale, and taken over, when `nas.core.processes.alive` judges its
+    holder dead (same host and PID namespace, pid gone or a zombie; a claim file of an older
+    format is not judged so), or when its content and mtime did not change for `stale_s` of
     the observer's own monotonic clock (so no two machines' clocks are compared). A takeover
     renames the stale file aside before removing it, so two processes that both judged it
     stale cannot both remove a fresh claim; at worst (a claim created in the instant between
@@ -95,8 +97,7 @@ class Claims:
 
     def __init__(self, heartbeat_s: float = HEARTBEAT_S, stale_s: float = STALE_S):
         self.heartbeat_s, self.stale_s = heartbeat_s, stale_s
-        host, pid = _identity()
-        self.token = f"{host} {pid} {uuid.uuid4().hex}"
+        self.token = f"{this_process().to_text()} token={uuid.uuid4().hex}"
         self._held: set[Path] = set()
         self._seen: dict[Path, tuple[bytes, int, float]] = {}    # path -> (content, mtime_ns, first seen)
         self._mutex = threading.Lock()
@@ -164,8 +165,8 @@ class Claims:
         content = _read(path)
         if content is None:
             return _GONE if not path.exists() else None
-        fields = content.decode(errors="replace").split()
-        if len(fields) == 3 and fields[0] == _identity()[0] and fields[1].isdigit() and not _pid_alive(int(fields[1])):
+        holder = ProcessIdentity.from_text(content.decode(errors="replace"))
+        if holder is not None and not alive(holder):
             return content
         now = time.monotonic()
         seen = self._seen.get(path)

@@ -101,3 +101,6 @@ DISTILL_LOSSES: Registry = Registry("distillation loss", "strategy.distill.name"
 STRATEGIES: Registry = Registry("strategy", "strategy.name")
 SEARCHERS: Registry = Registry("searcher", "--searcher")
 ESTIMATORS: Registry = Registry("estimator", "--score")
+# The estimator that ranks by the trained supernet's own accuracy: a search's default score,
+# the one every fidelity measurement reports, and the score of records written before scores.
+SUPERNET_SCORE = "supernet"

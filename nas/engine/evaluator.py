@@ -19,6 +19,7 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.config import EvalConfig
 from nas.core.errors import NasError
+from nas.core.preprocessing import normalize, resize
 from nas.engine.bn import recalibrate_bn
 from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, as_source
@@ -39,13 +40,6 @@ class Accuracy:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def resize(x: torch.Tensor, size: int) -> torch.Tensor:
-    """Bilinear resize without antialiasing (the preprocessing every export records)."""
-    if x.shape[-1] == size and x.shape[-2] == size:
-        return x
-    return nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=False)
 
 
 @torch.no_grad()
@@ -138,9 +132,7 @@ def static_accuracy(model: nn.Module, splits: ImageSplits, split: str, resolutio
     images, labels = splits.split(split)
     batches = ((resize(images[i:i + batch_size].float() / 255.0, resolution), labels[i:i + batch_size])
                for i in range(0, len(labels), batch_size))
-    mean = torch.tensor(splits.mean).view(1, -1, 1, 1)
-    std = torch.tensor(splits.std).view(1, -1, 1, 1)
-    return accuracy(model, batches, prepare=lambda x: (x - mean) / std)
+    return accuracy(model, batches, prepare=lambda x: normalize(x, splits.mean, splits.std))
 
 
 @dataclass(frozen=True)

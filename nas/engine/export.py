@@ -30,6 +30,7 @@ from torch import nn
 from nas.core.arch import arch_id, write_arch_file
 from nas.core.errors import NasError, PathError
 from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
+from nas.core.preprocessing import preprocessing_metadata
 from nas.engine.counting import parameter_count
 from nas.engine.devices import exact_float32, module_device
 from nas.engine.json_result import JsonResult
@@ -208,8 +209,7 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     check_export_dir(out_dir, "--out" if out is not None else "RUN", run.space.params(arch))
     val = run.evaluator.evaluate(arch, "val")
     test = run.evaluator.evaluate(arch, "test")
-    preprocessing = {"resolution": run.space.input_size(arch), "interpolation": "bilinear", "antialias": False,
-                     "mean": list(run.data.mean), "std": list(run.data.std)}
+    preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std)
     metrics = {"val_top1": val.top1, "test_top1": test.top1, "val_top5": val.top5, "test_top5": test.top5,
                "step": run.step, "run": str(run.dir.root)}
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported

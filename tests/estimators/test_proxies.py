@@ -1,4 +1,5 @@
-"""Zero-cost proxies against independent computations on tiny networks, and on every space."""
+"""Zero-cost proxies against independent computations on tiny networks, and what they share on
+every space (the contract of every estimator is `test_estimator_contract.py`)."""
 from __future__ import annotations
 
 import copy
@@ -14,12 +15,13 @@ from estimators import EstimatorContext, build_estimator
 from estimators.jacov import Jacov, jacov_score
 from estimators.naswot import Naswot
 from estimators.synflow import Synflow
-from estimators.zero_cost import fresh_export, inputs
+from estimators.zero_cost import ZeroCostProxy, fresh_export, inputs
 from estimators.zico import Zico, zico_score
 from nas.core.errors import ConfigError
+from nas.core.registry import ESTIMATORS
 from tests.conftest import make_space
 
-PROXIES = ["synflow", "naswot", "jacov", "snip", "grad_norm", "zico"]
+PROXIES = [name for name in ESTIMATORS.names() if issubclass(ESTIMATORS.get(name).obj, ZeroCostProxy)]
 SHAPE = (1, 6, 6)
 
 
@@ -147,18 +149,18 @@ def test_zico_of_a_tiny_cnn_matches_plain_backward_passes():
     assert Zico().measure(copy.deepcopy(model), batches, SHAPE) == pytest.approx(expected, rel=1e-6)
 
 
+def test_the_proxies_are_the_registered_zero_cost_ones():
+    assert {"synflow", "naswot", "jacov", "snip", "grad_norm", "zico"} <= set(PROXIES)
+
+
 @pytest.mark.parametrize("space_name", ["mobilenetv3", "vit", "cell201"])
-def test_every_proxy_is_finite_deterministic_and_leaves_no_trace(space_name):
+def test_proxies_share_one_seeded_supernet_per_init_and_leave_no_gradients(space_name):
     space = make_space(space_name, small=True)
     archs = [space.max(), space.sample(random.Random(3))]
     context = EstimatorContext(space=space, batches=_batches(), init_seeds=2, seed=5)
     rng_state = torch.get_rng_state()
     for name in PROXIES:
-        scores = build_estimator(name).scores(archs, context)
-        assert all(math.isfinite(s) for s in scores), (name, scores)
-        again = build_estimator(name).scores(archs, EstimatorContext(space=space, batches=_batches(), init_seeds=2,
-                                                                     seed=5))
-        assert again == scores, name
+        build_estimator(name).scores(archs, context)
     assert torch.equal(torch.get_rng_state(), rng_state)
     supernets = [v for key, v in context.cache.items() if key[0] == "seeded_supernet"]
     assert len(supernets) == 2

@@ -3,9 +3,9 @@ which PID holds it; the lock goes with its process however that ends; replays co
 Claims on pieces of work: held once, taken over from dead or silent holders, never from live ones."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +16,8 @@ import pytest
 from nas import api, cli
 from nas.core.errors import RunError
 from nas.core.locks import Claims, folder_lock
+from nas.core.processes import ProcessIdentity, this_process
+from tests.nas.test_processes import gone_pid
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +88,22 @@ def test_a_killed_holder_leaves_no_lock_behind(tmp_path):
     holder.kill()
     holder.wait()
     with folder_lock(tmp_path, "search") as lock:
-        assert lock.read_text().strip() == str(os.getpid())
+        assert ProcessIdentity.from_text(lock.read_text()) == this_process()
+
+
+@pytest.mark.parametrize("written, named", [("4242\n", "process 4242"), ("", "another process"),
+                                            ("pid=4242 host=elsewhere boot=b pidns=1 start=9\n",
+                                             "process 4242 on elsewhere")])
+def test_the_holder_is_named_from_what_it_wrote(tmp_path, written, named):
+    """A lock file of an older version holds a bare PID; a holder elsewhere is named with its host."""
+    holder = _holder(tmp_path)
+    try:
+        (tmp_path / ".lock").write_text(written)
+        with pytest.raises(RunError, match=f"in use by {named} \\(lock"), folder_lock(tmp_path, "search"):
+            pass
+    finally:
+        holder.stdin.close()
+        holder.wait()
 
 
 @pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt])
@@ -116,8 +133,9 @@ def test_a_claim_is_held_once_and_released(tmp_path):
     path = tmp_path / "a.lock"
     with Claims() as first, Claims() as second:
         assert first.try_take(path) and not second.try_take(path)
-        host, pid, token = path.read_text().split()
-        assert (host, int(pid)) == (socket.gethostname(), os.getpid()) and len(token) == 32
+        text = path.read_text()
+        token = text.split()[-1].removeprefix("token=")
+        assert ProcessIdentity.from_text(text) == this_process() and len(token) == 32 and int(token, 16) >= 0
         first.release(path)
         assert not path.exists() and second.try_take(path) and not first.try_take(path)
     assert not path.exists()                     # closing releases what is still held
@@ -132,9 +150,24 @@ def test_a_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
     assert not list(tmp_path.iterdir())                     # no file set aside is left
 
 
-def test_a_claim_of_another_host_is_stale_once_its_heartbeat_stops(tmp_path, monkeypatch):
+def test_a_claim_from_another_pid_namespace_waits_for_its_heartbeat(tmp_path):
+    """Containers sharing the host name: the holder's pid means nothing here, so it is not judged."""
     path = tmp_path / "a.lock"
-    path.write_text("elsewhere 1 0123456789abcdef0123456789abcdef\n")
+    with Claims(stale_s=1e9) as claims:
+        assert claims.try_take(path)
+        claims.release(path)
+    gone = dataclasses.replace(this_process(), pid=gone_pid())
+    for holder, taken in ((dataclasses.replace(gone, pidns="1"), False), (gone, True)):
+        path.write_text(f"{holder.to_text()} token=0123456789abcdef\n")
+        with Claims(stale_s=1e9) as claims:
+            assert claims.try_take(path) == taken
+
+
+@pytest.mark.parametrize("holder", ["elsewhere 1 0123456789abcdef0123456789abcdef",     # an older claim file
+                                    "pid=1 host=elsewhere boot=b pidns=1 start=5 token=0123456789abcdef"])
+def test_a_claim_of_another_host_is_stale_once_its_heartbeat_stops(tmp_path, monkeypatch, holder):
+    path = tmp_path / "a.lock"
+    path.write_text(holder + "\n")
     clock = [100.0]
     monkeypatch.setattr("nas.core.locks.time.monotonic", lambda: clock[0])
     with Claims(stale_s=60) as claims:

@@ -13,13 +13,14 @@ import sys
 from pathlib import Path
 
 from nas.core.arch import arch_id
+from nas.core.registry import SEARCHERS as REGISTERED
 from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
 from tests.conftest import make_space
-from tests.searchers.stub import MAX_MACS, StubEvaluator, small_space, target_arch
+from tests.searchers.stub import MAX_MACS, StubEvaluator, small_space, target_arch, untrained_generator
 
 TARGET = target_arch(small_space())
-SEARCHERS = {"random": {}, "evolution": {}, "evolution-pareto": {"mode": "pareto"}, "optuna-tpe": {},
-             "optuna-nsga2": {}}
+# every registered searcher with its defaults, and evolution's other mode
+SEARCHERS = {**{name: {} for name in REGISTERED.names()}, "evolution-pareto": {"mode": "pareto"}}
 
 
 def space_draws(name: str) -> list[str]:
@@ -39,7 +40,8 @@ def search_ids(searcher: str, out: Path, trials: int) -> list[str]:
     """arch ids, in evaluation order, of a search of the stub problem (resumed if `out` holds one)."""
     space = small_space()
     name = searcher.split("-pareto")[0]
-    run_search(space, StubEvaluator(space, TARGET), SearchPlan(name, SEARCHERS[searcher], trials, seed=3),
+    plan = SearchPlan(name, SEARCHERS[searcher], trials, seed=3, generator=untrained_generator(space))
+    run_search(space, StubEvaluator(space, TARGET), plan,
                SearchOutput(out, progress=False, tensorboard=False), constraints=Constraints(max_macs=MAX_MACS))
     return [json.loads(line)["arch_id"] for line in (out / "results.jsonl").read_text().splitlines()]
 

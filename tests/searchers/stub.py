@@ -52,6 +52,14 @@ def small_space():
     return make_space("mobilenetv3", small=True)
 
 
+def untrained_generator(space):
+    """An untrained architecture generator of `space`, what `searcher: generator` reads from a
+    run trained with the shiftnas sampler's generator (its proposals are seeded draws)."""
+    from supernets.arch_generator import GeneratorTrainer
+    from supernets.shiftnas import ShiftNASOptions
+    return GeneratorTrainer(space, ShiftNASOptions(), seed=0)
+
+
 def target_arch(space, max_macs: float = MAX_MACS) -> Arch:
     """The most expensive feasible arch (ties: smallest arch_id)."""
     feasible = [a for a in space.enumerate() if space.macs(a) <= max_macs]

@@ -1,4 +1,5 @@
-"""Anchors: the archs the strategy trains at every step are evaluated first by every searcher."""
+"""Anchors: the archs the strategy trains at every step are evaluated first (every searcher keeps
+this in `test_searcher_contract.py`); budgets, resumes and shared studies with anchors."""
 from __future__ import annotations
 
 import json
@@ -19,8 +20,6 @@ from tests.searchers.stub import (  # noqa: F401
     target_arch,
 )
 
-SEARCHERS = ["random", "evolution", "optuna-tpe", "optuna-nsga2"]
-
 
 @pytest.fixture(scope="module")
 def space():
@@ -37,28 +36,6 @@ def _search(space, out_dir, name, trials, target, anchors, budget=MAX_MACS, sear
                         SearchOutput(out_dir, progress=False, tensorboard=False),
                         constraints=Constraints(max_macs=budget), study=SharedStudy(**study))
     return result, evaluate
-
-
-@pytest.mark.parametrize("name", SEARCHERS)
-def test_feasible_anchors_come_first_marked_and_inside_the_trial_count(space, search_dir, name):
-    low, high = space.min(), space.max()
-    assert space.macs(high) > MAX_MACS >= space.macs(low)      # the max anchor is infeasible
-    result, evaluate = _search(space, search_dir, name, 6, target_arch(space), [high, low, low])
-    records = _records(search_dir)
-    assert len(records) == 6 == result.evaluated == len(evaluate.calls)
-    assert records[0]["arch_id"] == arch_id(low) and records[0]["anchor"] is True
-    assert not any("anchor" in r for r in records[1:])
-    assert arch_id(high) not in evaluate.calls
-    summary = json.loads((search_dir / "summary.json").read_text())
-    assert summary["anchors"] == [arch_id(low)]
-
-
-@pytest.mark.parametrize("name", SEARCHERS)
-def test_a_search_never_returns_worse_than_a_feasible_anchor(space, search_dir, name):
-    """The stub scores the min arch best: 5 evaluations would rarely find it by chance."""
-    low = space.min()
-    result, _ = _search(space, search_dir, name, 5, low, [space.max(), low])
-    assert result.best == low and result.record["anchor"] is True
 
 
 def test_both_anchors_under_a_budget_that_admits_them(space, search_dir):

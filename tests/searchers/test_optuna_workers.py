@@ -5,13 +5,16 @@ processes with two OpenMP threads each slow each other down tenfold on two cores
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -19,8 +22,10 @@ from optuna.trial import TrialState
 
 from nas.core.arch import arch_id
 from nas.core.errors import SearchError
+from nas.core.processes import this_process
 from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
-from searchers.optuna_storage import ask_lock, open_storage, storage_file
+from searchers.optuna_storage import GRACE_PERIOD, ask_lock, is_stale, open_storage, storage_file
+from tests.nas.test_processes import gone_pid
 from tests.nas.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,
@@ -154,3 +159,22 @@ def test_a_duplicate_is_seen_while_the_other_worker_has_not_tagged_its_trial(sea
     assert searcher.duplicate(arch_id(arch)) == other.number
     assert time.monotonic() - started < 1.0                # recognised from its parameters, no waiting
     searcher.close()
+
+
+def _running(info, heartbeat_age: float | None = None, now: float = 1e9):
+    """A running trial as `is_stale` reads it, started 1 s before `now`."""
+    attrs = {"nas": info} if heartbeat_age is None else {"nas": info, "nas_heartbeat": now - heartbeat_age}
+    return SimpleNamespace(user_attrs=attrs, datetime_start=datetime.fromtimestamp(now - 1, tz=timezone.utc))
+
+
+def test_a_running_trial_is_stale_when_its_worker_is_judged_dead_or_silent():
+    me = this_process()
+    gone = dataclasses.replace(me, pid=gone_pid())
+    record = {"arch_id": "a", "worker": 0}
+    assert is_stale(_running({**record, **gone.to_dict()}), 1e9)                       # pid gone here
+    assert is_stale(_running({**record, **me.to_dict()}), 1e9)                         # this process asks now
+    elsewhere = {**record, **dataclasses.replace(gone, pidns="1").to_dict()}           # another container
+    assert not is_stale(_running(elsewhere, heartbeat_age=GRACE_PERIOD - 1), 1e9)
+    assert is_stale(_running(elsewhere, heartbeat_age=GRACE_PERIOD + 1), 1e9)
+    older = {**record, "host": f"{me.host}/pid:[{me.pidns}]", "pid": gone.pid}         # a record of an older version
+    assert not is_stale(_running(older), 1e9) and is_stale(_running(older, heartbeat_age=GRACE_PERIOD + 1), 1e9)

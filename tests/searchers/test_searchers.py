@@ -1,4 +1,5 @@
-"""Searcher contracts on a stub evaluator with a known optimum (no training)."""
+"""What each search algorithm does beyond the contract (`test_searcher_contract.py`), on a stub
+evaluator with a known optimum (no training)."""
 from __future__ import annotations
 
 import json
@@ -33,6 +34,8 @@ BUDGET = Constraints(max_macs=MAX_MACS)
 # Evaluations each searcher gets to find the optimum (478 archs are feasible). Random search
 # gets more than the feasible archs, so it must evaluate every one of them.
 FIND_TRIALS = {"random": 600, "evolution": 100, "optuna-tpe": 120, "optuna-nsga2": 200}
+NO_OPTIMUM_TEST = {"generator": "proposes what the run's trained generator proposes: its quality is the "
+                                "generator's (tests/supernets/test_shiftnas_generate.py)"}
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +60,9 @@ def _results(out_dir):
     return [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines()]
 
 
-def test_every_searcher_is_registered_with_options():
-    assert {"random", "evolution", "optuna-tpe", "optuna-nsga2"} <= set(SEARCHERS.names())
-    for name in SEARCHERS.names():
-        assert parse_searcher_options(name) == SEARCHERS.get(name).options()
+def test_every_registered_searcher_is_asked_to_find_the_optimum_or_says_why_not():
+    assert set(FIND_TRIALS) | set(NO_OPTIMUM_TEST) == set(SEARCHERS.names())
+    assert not set(FIND_TRIALS) & set(NO_OPTIMUM_TEST)
 
 
 @pytest.mark.parametrize("name", sorted(FIND_TRIALS))
@@ -75,14 +77,6 @@ def test_finds_the_optimum_feasibly_without_repeats(space, target, search_dir, n
         assert result.evaluated == 478 and "only 478" in result.notes[0]
     else:
         assert result.evaluated == FIND_TRIALS[name]
-
-
-@pytest.mark.parametrize("name", sorted(FIND_TRIALS))
-def test_repeats_exactly_under_the_same_seed(space, target, search_dir, name):
-    runs = [_search(space, target, search_dir / f"run{i}", name, 25, seed=seed)[1].calls
-            for i, seed in enumerate((3, 3, 4))]
-    assert runs[0] == runs[1]
-    assert runs[0] != runs[2]
 
 
 def test_defaults_derived_from_trials_give_several_generations():
@@ -126,16 +120,6 @@ def test_optuna_prunes_infeasible_and_duplicate_suggestions(space, target, searc
     assert any(r.startswith("macs ") for r in reasons) and any(r.startswith("duplicate of trial") for r in reasons)
     for t in pruned:
         assert (t.constraints["macs"] > 0) == t.user_attrs["reason"].startswith("macs ")
-
-
-@pytest.mark.parametrize("name", ["evolution", "optuna-nsga2"])
-def test_rerun_evaluates_nothing_and_more_trials_continue(space, target, search_dir, name):
-    first, _ = _search(space, target, search_dir, name, 12)
-    again, evaluate = _search(space, target, search_dir, name, 12)
-    assert evaluate.calls == [] and again.evaluated == 12 and again.best == first.best
-    more, evaluate = _search(space, target, search_dir, name, 20)
-    assert len(evaluate.calls) == 8 and more.evaluated == 20
-    assert len({r["arch_id"] for r in _results(search_dir)}) == 20
 
 
 def test_resumed_local_search_continues_exactly(space, target, search_dir):

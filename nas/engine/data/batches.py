@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from nas.core import preprocessing
 from nas.core.errors import DataError, clip
 from nas.core.rng import torch_generator
 from nas.engine.data.datasets import ImageSplits, _is_int
@@ -43,13 +44,10 @@ def normalize(images_uint8: torch.Tensor, mean: Sequence[float] | torch.Tensor,
     Returns:
         A contiguous float32 tensor of the same shape.
     """
-    mean_t = torch.as_tensor(mean, dtype=torch.float32).reshape(-1, 1, 1)
-    std_t = torch.as_tensor(std, dtype=torch.float32).reshape(-1, 1, 1)
-    if images_uint8.shape[-3] != mean_t.shape[0]:
-        raise DataError(f"images have {images_uint8.shape[-3]} channels but mean/std have "
-                        f"{mean_t.shape[0]}")
-    x = images_uint8.to(torch.float32).div_(255.0)
-    return x.sub_(mean_t).div_(std_t).contiguous()
+    channels = torch.as_tensor(mean).numel()
+    if images_uint8.shape[-3] != channels:
+        raise DataError(f"images have {images_uint8.shape[-3]} channels but mean/std have {channels}")
+    return preprocessing.normalize(images_uint8.to(torch.float32).div_(255.0), mean, std).contiguous()
 
 
 def steps_per_epoch(num_images: int, batch_size: int) -> int:

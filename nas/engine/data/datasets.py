@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from nas.core.errors import DataError, clip
+from nas.core.preprocessing import resize
 from nas.core.rng import torch_generator
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
@@ -322,8 +322,7 @@ def _resize(images: torch.Tensor, size: int, chunk: int = 4096) -> torch.Tensor:
     out = torch.empty((len(images), images.shape[1], size, size), dtype=torch.uint8)
     for start in range(0, len(images), chunk):
         x = images[start:start + chunk].float()
-        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=False)
-        out[start:start + chunk] = x.round_().clamp_(0, 255).to(torch.uint8)
+        out[start:start + chunk] = resize(x, size).round_().clamp_(0, 255).to(torch.uint8)
     return out
 
 

@@ -17,17 +17,16 @@ from typing import Any
 from estimators import Estimator, EstimatorContext, build_estimator, canonical_spec
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, RegistryError
-from nas.core.registry import ESTIMATORS
+from nas.core.registry import ESTIMATORS, SUPERNET_SCORE
 
-SUPERNET = "supernet"
 BASELINES = ("macs", "params")      # the free baselines the verdict compares the supernet with
 CALIBRATED = "calibrated"           # fitted on the measurement itself: only when asked for
 
 
 def default_names() -> list[str]:
     """`supernet` and every registered estimator that is cheap, but `calibrated`."""
-    cheap = [n for n in ESTIMATORS.names() if ESTIMATORS.get(n).obj.cheap and n not in (SUPERNET, CALIBRATED)]
-    return [SUPERNET, *cheap]
+    cheap = [n for n in ESTIMATORS.names() if ESTIMATORS.get(n).obj.cheap and n not in (SUPERNET_SCORE, CALIBRATED)]
+    return [SUPERNET_SCORE, *cheap]
 
 
 def parse_names(spec: str | Sequence[str] | None) -> list[str]:
@@ -50,7 +49,7 @@ def parse_names(spec: str | Sequence[str] | None) -> list[str]:
             names = [canonical_spec(n) for n in names]
         except (ConfigError, RegistryError) as e:
             raise _naming_estimators(e) from None
-    ordered = [SUPERNET, *BASELINES, *names]
+    ordered = [SUPERNET_SCORE, *BASELINES, *names]
     return list(dict.fromkeys(ordered))
 
 

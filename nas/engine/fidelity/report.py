@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.files import write_json
+from nas.core.registry import SUPERNET_SCORE
 from nas.engine.fidelity.estimators import BASELINES
 from nas.engine.plotting import pyplot, save_png
 from nas.engine.fidelity.rank_stats import (
@@ -105,7 +106,7 @@ def estimator_summary(records: Sequence[Mapping[str, Any]], names: Sequence[str]
 def verdict(stats: Mapping[str, Mapping[str, Any]]) -> str:
     """One line: does the supernet's within-bin tau beat the better free baseline's, by how much,
     and is the difference beyond both 90% intervals."""
-    shared = stats.get("supernet", {})
+    shared = stats.get(SUPERNET_SCORE, {})
     baselines = [(n, stats[n]) for n in BASELINES if stats.get(n, {}).get("within_bin_tau") is not None]
     if shared.get("within_bin_tau") is None or not baselines:
         return ("undecided: the within-bin tau of the supernet or of both free baselines is undefined "

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from estimators import EstimatorContext
+from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, EstimatorContext
 from nas.core.arch import Arch, arch_id
 from nas.core.config import RunConfig
 from nas.core.errors import check_int
@@ -22,7 +22,6 @@ from nas.engine.fidelity.runner import check_arguments, plan, run_fidelity, stan
 from nas.engine.run import Run, build_space, load_run, standalone_model
 from nas.engine.run_dir import DEFAULT_RUNS_DIR
 
-ESTIMATOR_BATCHES, ESTIMATOR_BATCH_SIZE = 2, 64     # seeded training images the proxies read
 
 
 def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,

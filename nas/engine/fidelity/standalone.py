@@ -24,13 +24,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from nas.core.errors import CheckpointError, TrainingDiverged, clip_words
+from nas.core.preprocessing import resize
 from nas.core.rng import derive_seed
 from nas.engine.bn import recalibrate_bn
 from nas.engine.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from nas.engine.data.batches import steps_per_epoch
 from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, InMemorySource, as_source
-from nas.engine.evaluator import Accuracy, accuracy, resize, static_accuracy
+from nas.engine.evaluator import Accuracy, accuracy, static_accuracy
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.training.schedule import build_scheduler
 from nas.engine.training.trainer import build_optimizer, clip_gradients

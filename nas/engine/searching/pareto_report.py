@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 from nas.core.costs import BY_NAME, COST_NAMES
 from nas.core.files import write_json
 from nas.core.pareto import ACCURACY, OBJECTIVE, Record, front, objective
+from nas.core.registry import SUPERNET_SCORE
 from nas.engine.plotting import pyplot, save_png
 
 _POINT_KEYS = ("trial", "arch_id", ACCURACY, OBJECTIVE, *COST_NAMES)
@@ -18,7 +19,7 @@ def _point(record: Record) -> dict[str, Any]:
 
 def score_name(records: Sequence[Record]) -> str:
     """The score the records were ranked by (`supernet` for records older than scores)."""
-    return str(records[0].get("score", "supernet")) if records else "supernet"
+    return str(records[0].get("score", SUPERNET_SCORE)) if records else SUPERNET_SCORE
 
 
 def pareto_data(records: Sequence[Record], costs: Sequence[str], budgets: Mapping[str, float | None]) -> dict:
@@ -55,7 +56,7 @@ def pareto_figure(records: Sequence[Record], costs: Sequence[str], budgets: Mapp
     """One panel per cost: every result's score grey, the front highlighted, the budget dashed."""
     plt = pyplot()
     score = score_name(records)
-    factor, ylabel = (100.0, "validation top-1 (%)") if score == "supernet" else (1.0, f"score: {score}")
+    factor, ylabel = (100.0, "validation top-1 (%)") if score == SUPERNET_SCORE else (1.0, f"score: {score}")
     fig, axes = plt.subplots(1, len(costs), figsize=(5 * len(costs), 4), squeeze=False)
     for ax, cost in zip(axes[0], costs):
         label, scale = (BY_NAME[cost].label, BY_NAME[cost].scale) if cost in BY_NAME else (cost, 1.0)

@@ -24,6 +24,7 @@ from typing import Any
 from nas.core.arch import Arch
 from nas.core.errors import NasError, SearchError
 from nas.core.jsonl import append_record, read_records, write_records
+from nas.core.registry import SUPERNET_SCORE
 from searchers.base import Record, rank_key
 
 __all__ = ["RANKED", "RESULTS", "SearchResult", "append_record", "as_logged", "as_told", "read_results", "to_dataframe",
@@ -112,7 +113,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     front: list[Record] = field(default_factory=list)
     trials: list[Record] = field(default_factory=list)
-    score: str = "supernet"
+    score: str = SUPERNET_SCORE
     score_value: float | None = None
 
     def to_dataframe(self) -> Any:

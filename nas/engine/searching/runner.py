@@ -57,7 +57,7 @@ from nas.core.errors import ConfigError, NasError, SearchError, check_int, clip_
 from nas.core.files import write_json
 from nas.core.pareto import front as pareto_front
 from nas.core.pareto import objective
-from nas.core.registry import SEARCHERS
+from nas.core.registry import SEARCHERS, SUPERNET_SCORE
 from nas.core.schema import Problems, convert_dataclass
 from nas.engine.searching.latency import LatencyTable
 from nas.core.locks import folder_lock
@@ -104,7 +104,7 @@ class SearchPlan:
     anchors: Sequence[Mapping[str, Any]] = ()
     generator: Any = None
     max_rejections: int = MAX_REJECTIONS
-    score: str = "supernet"
+    score: str = SUPERNET_SCORE
     rank: Rank | None = None
 
 
@@ -206,7 +206,7 @@ class _Log:
     """tqdm progress (stderr) and TensorBoard scalars under `out_dir/tb`."""
 
     def __init__(self, out_dir: Path, total: int, done: int, name: str, progress: bool, tensorboard: bool,
-                 score: str = "supernet"):
+                 score: str = SUPERNET_SCORE):
         from tqdm.auto import tqdm
         self.bar = tqdm(total=total, initial=min(done, total), desc=f"search {name}", unit="arch",
                         disable=not progress, file=sys.stderr, dynamic_ncols=True)
@@ -219,8 +219,8 @@ class _Log:
     def step(self, record: Record, best: Record, done: int, rejected: int) -> None:
         self.bar.n = min(done, self.bar.total)
         value = objective(best)
-        self.bar.set_postfix(best=f"{100 * value:.2f}%" if self.score == "supernet" else f"{self.score} {value:.4g}",
-                             rejected=rejected)
+        shown = f"{100 * value:.2f}%" if self.score == SUPERNET_SCORE else f"{self.score} {value:.4g}"
+        self.bar.set_postfix(best=shown, rejected=rejected)
         if self.writer is not None:
             scalars = {**({"val_top1": record["val_top1"]} if "val_top1" in record else {}),
                        **({"best_val_top1": best["val_top1"]} if "val_top1" in best else {}),

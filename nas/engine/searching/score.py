@@ -9,9 +9,9 @@ and, when the chosen estimator's 90% interval includes 0, that the ground truth 
 from chance (a small or flat ground truth: the choice stands, flagged as weak).
 
 The context a search gives estimators: the run's space, fixed seeded training batches
-(`BATCHES` x `BATCH_SIZE`, loaded on first use, so scores that read no data never load them),
-the supernet's validation top-1 (remembered per arch, so a record keeps `val_top1` whenever
-its score evaluated the supernet) and the run's folder.
+(`ESTIMATOR_BATCHES` x `ESTIMATOR_BATCH_SIZE` with seed `BATCH_SEED`, loaded on first use, so
+scores that read no data never load them), the supernet's validation top-1 (remembered per
+arch, so a record keeps `val_top1` whenever its score evaluated the supernet) and the run's folder.
 """
 from __future__ import annotations
 
@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from estimators import Estimator, EstimatorContext, Fused, build_estimator, canonical_spec
+from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, Estimator, EstimatorContext, Fused, build_estimator, \
+    canonical_spec
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import SearchError, clip_words
+from nas.core.registry import SUPERNET_SCORE
 
 AUTO = "auto"
-DEFAULT = "supernet"
-BATCHES, BATCH_SIZE, BATCH_SEED = 2, 64, 0
+DEFAULT = SUPERNET_SCORE     # what `auto` means without a fidelity summary
+BATCH_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,6 @@ def search_score(name: str, run: Any) -> SearchScore:
         supernet[arch_id(run.space.canonical(arch))] = accuracy
         return accuracy.top1
 
-    batches = _Batches(lambda: run.data.sample_batches("train", BATCHES, BATCH_SIZE, BATCH_SEED))
+    batches = _Batches(lambda: run.data.sample_batches("train", ESTIMATOR_BATCHES, ESTIMATOR_BATCH_SIZE, BATCH_SEED))
     context = EstimatorContext(run.space, batches, supernet_top1, run_dir=run.dir.root)
     return SearchScore(canonical_spec(name), estimator, context, supernet)

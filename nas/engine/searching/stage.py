@@ -14,7 +14,7 @@ import torch
 
 from nas.core.errors import ConfigError, SearchError, check_int
 from nas.core.files import check_writable
-from nas.core.registry import SEARCHERS
+from nas.core.registry import SEARCHERS, SUPERNET_SCORE
 from nas.engine.devices import resolve_device
 from nas.engine.run import Run, arch_generator, build_supernet, load_run
 from nas.engine.run_dir import check_name
@@ -28,7 +28,7 @@ from nas.engine.searching.score import SearchScore, choose_score, search_score
 SCORE_PART_MAX = 64     # characters of a score spec in a folder name; a longer one is cut and hashed
 
 
-def _search_id(searcher: str, constraints: Any, seed: int, study: str | None, score: str = "supernet") -> str:
+def _search_id(searcher: str, constraints: Any, seed: int, study: str | None, score: str = SUPERNET_SCORE) -> str:
     """Default search directory name: the study, or searcher + budgets + score (unless
     `supernet`; its canonical spelling, cut and hashed when long) + seed (so re-running the same
     command continues the same search, and searches ranked by different scores never resume
@@ -38,7 +38,7 @@ def _search_id(searcher: str, constraints: Any, seed: int, study: str | None, sc
     from nas.core.costs import BY_NAME
 
     parts = [searcher, *(BY_NAME[cost].folder_part(budget) for cost, budget in constraints.budgets().items())]
-    if score != "supernet":
+    if score != SUPERNET_SCORE:
         parts.append("score-" + _score_part(score))
     return "-".join(parts + [f"s{seed}"])
 

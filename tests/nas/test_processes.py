@@ -1,0 +1,78 @@
+"""One liveness check: a zombie is dead, a pid of another PID namespace or host is not judged,
+a reused pid is another process; identities round-trip through their text and dict forms."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from nas.core.processes import ProcessIdentity, alive, pid_alive, this_process
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def gone_pid() -> int:
+    """A pid no process of this namespace has now."""
+    pid = 4_000_000 - 7
+    while Path(f"/proc/{pid}").exists():
+        pid -= 1
+    return pid
+
+
+def test_this_process_reads_its_place_and_start_from_proc():
+    me = this_process()
+    assert me.pid == os.getpid() and alive(me)
+    assert me.boot == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert f"pid:[{me.pidns}]" == os.readlink("/proc/self/ns/pid")
+    assert me.start == int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+def test_a_zombie_is_dead_while_its_pid_still_exists():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while _state(pid) != "Z":
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.01)
+        os.kill(pid, 0)                         # the pid exists: a signal-0 probe calls it alive
+        assert not pid_alive(pid)
+        assert not alive(dataclasses.replace(this_process(), pid=pid, start=None))
+    finally:
+        os.waitpid(pid, 0)
+    assert not pid_alive(pid)
+
+
+def test_another_pid_namespace_is_not_judged_and_this_one_is():
+    gone = dataclasses.replace(this_process(), pid=gone_pid(), start=None)
+    assert not alive(gone)
+    assert alive(dataclasses.replace(gone, pidns="1"))            # a container sharing the host name
+    assert alive(dataclasses.replace(gone, boot="another-boot"))  # another machine of that name
+    assert alive(dataclasses.replace(gone, host="elsewhere"))
+
+
+def test_a_reused_pid_is_another_process():
+    me = this_process()
+    assert alive(me) and not alive(dataclasses.replace(me, start=me.start + 1))
+
+
+def test_identities_round_trip_and_older_records_parse_to_none():
+    me = this_process()
+    assert ProcessIdentity.from_text(me.to_text() + " token=abc") == me
+    assert ProcessIdentity.from_dict({"arch_id": "x", **me.to_dict()}) == me
+    unknown_start = dataclasses.replace(me, start=None)
+    assert ProcessIdentity.from_text(unknown_start.to_text()) == unknown_start
+    for old in ("1234", "myhost 1234 0123456789abcdef", f"pid={me.pid} host={me.host}"):
+        assert ProcessIdentity.from_text(old) is None, old
+    assert ProcessIdentity.from_dict({"host": "h/pid:[4026531836]", "pid": 12}) is None   # before boot ids
+
+
+@pytest.mark.parametrize("pid", [True, -1, "12", None])
+def test_a_record_with_a_bad_pid_parses_to_none(pid):
+    assert ProcessIdentity.from_dict({**this_process().to_dict(), "pid": pid}) is None
