@@ -150,7 +150,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     source = load_source(config, torch.device(env.device))
     config = _with_capped_warmup(config, source, env.is_main and not resume)
     strategy = build_strategy(config)
-    check_fits(config, strategy, source)     # errors a started trainer would find: before any folder
+    check_fits(config, strategy, source, env.world_size)     # errors a started trainer would find: before any folder
     barrier()     # every rank has checked before rank 0 creates anything
     with ExitStack() as stack:
         if env.is_main:

@@ -38,7 +38,7 @@ from nas.engine.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from nas.engine.data.batches import steps_per_epoch
+from nas.engine.data.batches import epoch_slice, steps_per_epoch
 from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, as_source
 from nas.engine.distributed import DistEnv, all_reduce_mean
@@ -59,13 +59,15 @@ def schedule_length(train: TrainConfig, num_train: int) -> tuple[int, int]:
     return per_epoch, train.steps if train.steps is not None else train.epochs * per_epoch
 
 
-def check_fits(config: RunConfig, strategy: Strategy, source: DataSource) -> None:
-    """Raise `ConfigError` naming the key when `config` cannot train `strategy` on `source`
-    (a few-shot split the schedule cannot hold, importance sampling of streamed data): what
-    the trainer would find only once started, checked before the run folder is created."""
+def check_fits(config: RunConfig, strategy: Strategy, source: DataSource, world_size: int = 1) -> None:
+    """Raise `ConfigError` (or `DataError`) naming the key when `config` cannot train `strategy`
+    on `source` with `world_size` ranks (a few-shot split the schedule cannot hold, importance
+    sampling of streamed data, a batch the ranks cannot share): what the trainer would find
+    only once started, checked before the run folder is created."""
     per_epoch, schedule = schedule_length(config.train, source.num_train)
     strategy.check_schedule(schedule, per_epoch)
     check_sampling(config, source)
+    epoch_slice(source.num_train, config.train.batch_size, 0, 0, world_size)
 
 
 def build_optimizer(params: nn.Module | list[dict[str, Any]], config: TrainConfig) -> torch.optim.Optimizer:
