@@ -222,6 +222,10 @@ def format_estimators(summary: Mapping[str, Any]) -> str:
         lines.append(f"{name:{width}s}  {_with_interval(row['kendall_tau'], row['kendall_tau_ci90']):22s}  "
                      f"{_with_interval(row['within_bin_tau'], row['within_bin_tau_ci90']):23s}  "
                      f"{_number(row['top_k_overlap'], 2)}")
+    for name, row in stats.items():
+        if row.get("unscored"):
+            lines.append(f"{name}: over the {row['archs']} archs it has a finite score of; none for "
+                         f"{', '.join(row['unscored'])}")
     ceiling = summary.get("seed_within_bin_tau")
     if ceiling is not None:
         lines.append(f"{'(seeds)':{width}s}  {_number(summary['seed_kendall_tau']):22s}  {_number(ceiling):23s}  "

@@ -554,7 +554,10 @@ def test_an_estimator_scored_on_some_archs_only_says_which(runs, tmp_path):
     lines[0]["estimators"]["test_counted"] = 1.0        # e.g. a third process scored one arch, then was killed
     lines[1]["estimators"]["test_counted"] = 2.0
     results.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    row = measure().summary["estimators"]["test_counted"]
+    summary = measure().summary
+    row = summary["estimators"]["test_counted"]
     assert row["archs"] == 2 and row["unscored"] == [lines[2]["arch_id"]]
+    assert f"test_counted: over the 2 archs it has a finite score of; none for {lines[2]['arch_id']}" in \
+        api.format_fidelity_summary(summary).splitlines()
     assert row["kendall_tau"] == pytest.approx(brute_tau_b([1.0, 2.0], [r["standalone_test_top1"] for r in lines[:2]]))
     assert first.summary["estimators"].keys() == {"supernet", "macs", "params"}
