@@ -125,6 +125,12 @@ class Strategy(abc.ABC):
         that do not fit the schedule."""
         return io.schedule_steps
 
+    def check_schedule(self, schedule_steps: int, steps_per_epoch: int) -> None:
+        """Raise `ConfigError` naming the key when the strategy's options cannot fit a schedule of
+        `schedule_steps` steps (`steps_per_epoch` an epoch); `nas train` asks before it creates
+        the run folder. Default: nothing depends on the schedule."""
+        del schedule_steps, steps_per_epoch
+
     def schedule_step(self, step: int, io: StepIO) -> float:
         """The learning-rate schedule's position at optimiser step `step` (default: `step`);
         epochs end where it crosses a multiple of `io.steps_per_epoch`."""

@@ -225,6 +225,9 @@ class FewShotStrategy(Strategy):
     def total_steps(self, io: StepIO) -> int:
         return budget.total_steps(self._segments(io), io.schedule_steps)
 
+    def check_schedule(self, schedule_steps: int, steps_per_epoch: int) -> None:
+        self.options.split.split_steps(schedule_steps, steps_per_epoch)
+
     def schedule_step(self, step: int, io: StepIO) -> float:
         return budget.schedule_position(self._segments(io), step)
 

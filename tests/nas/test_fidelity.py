@@ -478,3 +478,88 @@ def test_an_unknown_estimator_is_one_line_before_any_work(runs, capsys, monkeypa
                     "--estimators: unknown estimator 'parms' (did you mean 'params'?)")
     _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), "--init-seeds", "0"],
                     "--init-seeds: must be an integer >= 1, got 0")
+
+
+# -- what changes the numbers is recorded; the summary holds every estimator measured -----------
+def test_init_seeds_get_their_own_folder_and_are_recorded(runs, tmp_path, capsys):
+    """Another --init-seeds never reuses the proxy scores of a measurement made with other init seeds."""
+    copy = copy_run(runs, "tiny", tmp_path / "runs")
+    truth = tmp_path / "truth"
+
+    def measure(*flags):
+        return cli.main(["fidelity", "tiny", "--runs-dir", str(copy), "--archs", "2", "--epochs", "1", "--estimators",
+                         "naswot", "--ground-truth", str(truth), "--quiet", "--json", "--device", "cpu", *flags])
+
+    assert measure() == 0 and measure("--init-seeds", "1") == 0
+    capsys.readouterr()
+    one, = (copy / "tiny" / "fidelity").glob("n2-e1-k1-*-i1")
+    default, = [p for p in (copy / "tiny" / "fidelity").glob("n2-e1-k1-*") if p != one]
+    assert one.name == f"{default.name}-i1"
+    for folder, seeds in ((default, 3), (one, 1)):
+        settings = json.loads((folder / "fidelity.json").read_text())
+        summary = json.loads((folder / "summary.json").read_text())
+        for recorded in (settings, summary):
+            assert (recorded["init_seeds"], recorded["estimator_batches"], recorded["estimator_batch_size"],
+                    recorded["selection_seed"]) == (seeds, api.ESTIMATOR_BATCHES, api.ESTIMATOR_BATCH_SIZE, 0)
+    scores = [[r["estimators"]["naswot"] for r in _lines(folder / "results.jsonl")] for folder in (default, one)]
+    run = api.load_run("tiny", copy)
+    from estimators import EstimatorContext, build_estimator
+    context = EstimatorContext(run.space, init_seeds=1, seed=0,
+                               batches=run.data.sample_batches("train", api.ESTIMATOR_BATCHES,
+                                                               api.ESTIMATOR_BATCH_SIZE, 0))
+    archs = [r["arch"] for r in _lines(one / "results.jsonl")]
+    assert scores[1] == pytest.approx(build_estimator("naswot").scores(archs, context))
+    assert scores[0] != scores[1]
+    # a folder given with --out holds one setting: another is one line, exit 2, nothing rewritten
+    before = folder_digests(one)
+    _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(copy), "--archs", "2", "--epochs", "1",
+                             "--estimators", "naswot", "--ground-truth", str(truth), "--out", str(one)],
+                    f"{one}: measured with other settings (init_seeds differ")
+    assert folder_digests(one) == before
+
+
+def test_a_folder_that_did_not_record_its_init_seeds_is_not_reused(runs, tmp_path, capsys):
+    copy = copy_run(runs, "tiny", tmp_path / "runs")
+    base = ["fidelity", "tiny", "--runs-dir", str(copy), "--archs", "2", "--epochs", "1", "--estimators", "macs",
+            "--ground-truth", str(tmp_path / "truth"), "--out", str(tmp_path / "out")]
+    assert cli.main([*base, "--quiet", "--device", "cpu"]) == 0
+    settings = json.loads((tmp_path / "out" / "fidelity.json").read_text())
+    del settings["init_seeds"]               # as written before init seeds were recorded
+    (tmp_path / "out" / "fidelity.json").write_text(json.dumps(settings))
+    capsys.readouterr()
+    _one_line_error(capsys, base, "measured with other settings (init_seeds not recorded, e.g.")
+
+
+def test_the_summary_holds_every_estimator_measured_on_its_ground_truth(runs, tmp_path):
+    def measure(estimators):
+        return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",
+                            ground_truth_dir=tmp_path / "truth", estimators=estimators, progress=False)
+
+    first = measure("test_counted")
+    second = measure("test_reversed_macs")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary == json.loads(json.dumps(second.summary))
+    assert list(summary["estimators"]) == ["supernet", "macs", "params", "test_reversed_macs", "test_counted"]
+    assert summary["estimators"]["test_counted"] == first.summary["estimators"]["test_counted"]
+    assert (tmp_path / "out" / "scatter-test_counted.png").is_file()
+    assert "unscored" not in summary["estimators"]["test_counted"]
+
+
+def test_an_estimator_scored_on_some_archs_only_says_which(runs, tmp_path):
+    def measure():
+        return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",
+                            ground_truth_dir=tmp_path / "truth", estimators="macs", progress=False)
+
+    first = measure()
+    results = tmp_path / "out" / "results.jsonl"
+    lines = _lines(results)
+    lines[0]["estimators"]["test_counted"] = 1.0        # e.g. a third process scored one arch, then was killed
+    lines[1]["estimators"]["test_counted"] = 2.0
+    results.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    summary = measure().summary
+    row = summary["estimators"]["test_counted"]
+    assert row["archs"] == 2 and row["unscored"] == [lines[2]["arch_id"]]
+    assert f"test_counted: over the 2 archs it has a finite score of; none for {lines[2]['arch_id']}" in \
+        api.format_fidelity_summary(summary).splitlines()
+    assert row["kendall_tau"] == pytest.approx(brute_tau_b([1.0, 2.0], [r["standalone_test_top1"] for r in lines[:2]]))
+    assert first.summary["estimators"].keys() == {"supernet", "macs", "params"}

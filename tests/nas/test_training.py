@@ -170,3 +170,15 @@ def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch)
     monkeypatch.undo()
     assert checkpoint.load_checkpoint(path)["step"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_a_batch_the_ranks_cannot_share_is_found_before_training():
+    """`nas train` checks it (`check_fits`) before creating the run folder, not at the first batch."""
+    from nas.core.errors import DataError
+    from nas.engine.training.trainer import check_fits
+
+    config = load_config(tiny_config())
+    source = api.load_source(config, torch.device("cpu"))
+    with pytest.raises(DataError, match=r"^train\.batch_size: 64 is not divisible by the 3 ranks \(world size\)$"):
+        check_fits(config, api.build_strategy(config), source, world_size=3)
+    check_fits(config, api.build_strategy(config), source, world_size=2)

@@ -413,9 +413,13 @@ def test_a_split_the_schedule_cannot_hold_is_a_one_line_error(splits, tmp_path, 
         _trainer(config, splits, tmp_path)
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(config.to_dict()))
-    code = cli.main(["train", str(path), "--name", "late", "--runs-dir", str(tmp_path / "runs")])
+    code = cli.main(["train", str(path), "--name", "late", "--runs-dir", str(tmp_path / "runs"), "--device", "cpu"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and re.search(message, err[0])
+    assert not (tmp_path / "runs" / "late").exists()       # found before the run folder is created
+    path.write_text(json.dumps(_config(split={"at_epochs": [1]}).to_dict()))
+    assert cli.main(["train", str(path), "--name", "late", "--runs-dir", str(tmp_path / "runs"), "--quiet",
+                     "--device", "cpu"]) == 0
 
 
 def test_splits_at_fractions_fall_on_their_schedule_steps(splits, tmp_path):

@@ -138,14 +138,19 @@ class DataImportance:
         self._order = None
 
 
+def check_sampling(config: RunConfig, source: DataSource) -> None:
+    """Raise `ConfigError` naming `data.sampling` when the run's sampling cannot read `source`."""
+    if config.data.sampling == "pada" and not isinstance(source, InMemorySource):
+        raise ConfigError("data.sampling: pada draws each epoch's images from in-memory data; set "
+                          "data.in_memory: true or data.sampling: uniform")
+
+
 def data_importance(config: RunConfig, source: DataSource, rank: int = 0, world_size: int = 1
                     ) -> DataImportance | None:
     """The run's importance state, its orders attached to `source`; None for `data.sampling: uniform`."""
     if config.data.sampling != "pada":
         return None
-    if not isinstance(source, InMemorySource):
-        raise ConfigError("data.sampling: pada draws each epoch's images from in-memory data; set "
-                          "data.in_memory: true or data.sampling: uniform")
+    check_sampling(config, source)
     importance = DataImportance(source.num_train, config.train.batch_size, config.train.seed, rank, world_size)
     source.order_for = importance.order
     return importance

@@ -20,6 +20,15 @@ processes sharing the folder (several commands, several machines on a network fi
 claim each training before they start it, so they split the trainings instead of repeating them.
 With `workers` > 1 the trainings run in that many spawned processes of one thread each; one
 worker trains in this process, also on one thread, so both give the same numbers.
+
+A record is used only when valid field by field (`nas.engine.fidelity.ground_truth_records`: every
+field present, of its type and range, naming this file's arch and seeds with the arch's
+analytic MACs and params). An invalid one (cut short, written by another version, edited
+by hand) is retrained: the process that claims its training moves it to
+`<arch_id>-s<k>.json.invalid` (kept for inspection), says so in one line naming the file, and
+writes a fresh result. A shared cache thus heals itself without waiting for whoever may
+delete the file, and no wrong number reaches a statistic; in a folder this user cannot
+write, the record is refused with one line naming it.
 """
 from __future__ import annotations
 
@@ -41,13 +50,14 @@ from torch import nn
 
 from nas.core.arch import Arch, arch_id
 from nas.core.config import DataConfig, RunConfig
-from nas.core.errors import Interrupted
+from nas.core.errors import Interrupted, RunError
 from nas.core.files import write_json
 from nas.core.rng import derive_seed
 from nas.core.schema import to_plain
 from nas.engine.data.build import build_source
 from nas.engine.data.sources import DataSource
 from nas.core.locks import Claims
+from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.fidelity.standalone import train_standalone
 from search_spaces.base import ArchSpace
@@ -72,6 +82,10 @@ class Task:
     path: Path
     make_model: ModelFactory
 
+    def expected(self) -> Expected:
+        """What its cache record must say (`nas.engine.fidelity.ground_truth_records`)."""
+        return Expected(self.arch, self.seed, self.recipe.train.seed + self.seed, self.macs, self.params)
+
 
 class GroundTruth:
     """The cache folder of one (space, recipe) and the trainings that fill it."""
@@ -87,8 +101,8 @@ class GroundTruth:
         return self.folder / f"{arch_id(arch)}-s{seed}.json"
 
     def cached(self, arch: Arch, seed: int) -> dict[str, Any] | None:
-        """The stored result of (arch, seed), or None (also for an unreadable file)."""
-        return _read_result(self.path(arch, seed))
+        """The stored result of (arch, seed), or None (also for an unreadable or invalid file)."""
+        return _read_result(self.task(arch, seed))
 
     def task(self, arch: Arch, seed: int) -> Task:
         macs, params = self.space.costs(arch)
@@ -181,11 +195,43 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _read_result(path: Path) -> dict[str, Any] | None:
+def _load_result(task: Task) -> tuple[dict[str, Any] | None, str | None]:
+    """(the valid record of `task`, None), or (None, why its file is invalid), or (None, None)
+    without a file."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+        record = json.loads(task.path.read_text())
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as e:
+        return None, f"not readable as JSON: {e}"
+    problem = record_problem(record, task.expected())
+    return (None, problem) if problem is not None else (record, None)
+
+
+def _read_result(task: Task) -> dict[str, Any] | None:
+    return _load_result(task)[0]
+
+
+def set_aside(path: Path, problem: str) -> Path:
+    """Move the invalid record `path` to `<name>.invalid` (kept for whoever wrote it to look at),
+    saying so in one line on stderr; the caller holds the training's claim and trains it again.
+
+    Raises:
+        RunError: naming the file, when it cannot be moved (a folder this user cannot write).
+    """
+    from tqdm import tqdm
+
+    aside = path.with_name(f"{path.name}.invalid")
+    try:
+        path.replace(aside)
+    except FileNotFoundError:
+        return aside
+    except OSError as e:
+        raise RunError(f"{path}: invalid ground-truth record ({problem}) that cannot be moved aside "
+                       f"({e.strerror}); remove it to train it again") from None
+    tqdm.write(f"{path}: invalid ground-truth record ({problem}); moved to {aside.name}, training it again",
+               file=sys.stderr)
+    return aside
 
 
 class _Pool:
@@ -247,10 +293,12 @@ def _schedule(tasks: Sequence[Task], pool: _Pool, claims: Claims, poll_s: float 
         for task in list(waiting):
             if len(running) >= pool.workers:
                 break
-            result = _read_result(task.path)
+            result = _read_result(task)
             if result is None and claims.try_take(claim(task)):
-                result = _read_result(task.path)      # finished elsewhere between the look and the claim
+                result, problem = _load_result(task)      # finished elsewhere between the look and the claim
                 if result is None:
+                    if problem is not None:
+                        set_aside(task.path, problem)
                     waiting.remove(task)
                     running[pool.submit(task)] = task
                     continue

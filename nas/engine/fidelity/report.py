@@ -10,7 +10,8 @@ with each other: the ceiling any supernet can reach against this ground truth
 Per estimator (`"estimators"`), its score against y: Kendall tau-b, tau within MACs bins (the
 pairs of archs in one of 3 equal-count MACs bins of the measured archs: what a search under a
 budget must tell apart), each with a 90% percentile bootstrap interval over resampled archs
-(the same resamples for every estimator), and top-k overlap. `"verdict"`: whether the
+(the same resamples for every estimator), and top-k overlap, over the archs it has a finite
+score of (`"archs"`; the others listed under `"unscored"`). `"verdict"`: whether the
 supernet's within-bin tau beats the better free baseline's (`macs` or `params`), by how much,
 and whether beyond both intervals.
 """
@@ -91,7 +92,8 @@ def estimator_stats(scores: Sequence[float], standalone: Sequence[float], bins: 
 
 
 def estimator_summary(records: Sequence[Mapping[str, Any]], names: Sequence[str], seed: int) -> dict[str, Any]:
-    """`{"estimators": {name: estimator_stats}, "verdict": line}` over the archs each scored."""
+    """`{"estimators": {name: estimator_stats}, "verdict": line}` over the archs each scored;
+    an estimator without a finite score of some archs lists them under `"unscored"`."""
     bins = macs_terciles([r["macs"] for r in records], TAU_BINS)
     k = max(1, len(records) // 4)
     stats = {}
@@ -100,6 +102,8 @@ def estimator_summary(records: Sequence[Mapping[str, Any]], names: Sequence[str]
         stats[name] = estimator_stats([records[i]["estimators"][name] for i in rows],
                                       [records[i]["standalone_test_top1"] for i in rows], [bins[i] for i in rows], k,
                                       seed)
+        if len(rows) < len(records):
+            stats[name]["unscored"] = [r["arch_id"] for i, r in enumerate(records) if i not in rows]
     return {"estimators": stats, "verdict": verdict(stats)}
 
 
@@ -219,6 +223,10 @@ def format_estimators(summary: Mapping[str, Any]) -> str:
         lines.append(f"{name:{width}s}  {_with_interval(row['kendall_tau'], row['kendall_tau_ci90']):22s}  "
                      f"{_with_interval(row['within_bin_tau'], row['within_bin_tau_ci90']):23s}  "
                      f"{_number(row['top_k_overlap'], 2)}")
+    for name, row in stats.items():
+        if row.get("unscored"):
+            lines.append(f"{name}: over the {row['archs']} archs it has a finite score of; none for "
+                         f"{', '.join(row['unscored'])}")
     ceiling = summary.get("seed_within_bin_tau")
     if ceiling is not None:
         lines.append(f"{'(seeds)':{width}s}  {_number(summary['seed_kendall_tau']):22s}  {_number(ceiling):23s}  "

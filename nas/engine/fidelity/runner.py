@@ -5,8 +5,10 @@ recalibrated, through the caller's `supernet_top1`) is compared with the mean te
 `seeds` standalone trainings (`nas.engine.fidelity.ground_truth`). Files in the output directory,
 whose name the caller derives from the arguments so that the same command resumes:
 
-- `fidelity.json`: the settings (selected arch ids, recipe digest, seeds, checkpoint step),
-  checked on resume;
+- `fidelity.json`: the settings (selected arch ids, recipe digest, seeds, checkpoint step,
+  selection seed, the proxies' init seeds and batches: whatever changes a number of the
+  folder), checked on resume: another value is refused, never mixed with the stored numbers
+  (the caller names folders so that a command with another value gets its own);
 - `results.jsonl`: one line per arch, appended (and fsynced, under a lock, unless another
   process measuring the same archs appended it first) as soon as all its seeds are done:
   `{"arch_id", "arch", "macs", "params", "supernet_test_top1", "standalone_test_top1" (mean
@@ -15,7 +17,9 @@ whose name the caller derives from the arguments so that the same command resume
   `nas.engine.fidelity.estimators`)}`. A killed run resumes arch by arch: archs in this file
   are not measured again, trainings already in the ground truth are reused;
 - `summary.json`, `scatter.png`, `scatter-<estimator>.png` and TensorBoard scalars in `tb/`
-  once every arch is done (`nas.engine.fidelity.report`).
+  once every arch is done (`nas.engine.fidelity.report`). The summary (what `nas search
+  --score auto` reads) covers every estimator results.jsonl holds a score of, the ones this
+  command named first, then those of earlier commands on the same folder.
 """
 from __future__ import annotations
 
@@ -43,7 +47,10 @@ from nas.engine.fidelity.results import FidelityResult
 from search_spaces.base import ArchSpace
 
 SETTINGS_FILE = "fidelity.json"
-_CHECKED = ("space_fingerprint", "arch_ids", "recipe_digest", "seeds", "checkpoint", "step")
+# what changes the numbers of a measurement folder: another value is another measurement
+_CHECKED = ("space_fingerprint", "arch_ids", "recipe_digest", "seeds", "checkpoint", "step", "selection_seed",
+            "init_seeds", "estimator_batches", "estimator_batch_size")
+INIT_SEEDS = 3      # proxies' initialisations by default (a folder measured with another says so in its name)
 
 
 def standalone_record(arch: Arch, seeds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -70,11 +77,14 @@ class Plan:
     truth: GroundTruth
     seeds: int
     selection_seed: int = 0
+    init_seeds: int = INIT_SEEDS
 
     def ident(self) -> str:
-        """The folder name of a measurement: archs, length, seeds, recipe digest (and selection seed)."""
+        """The folder name of a measurement: archs, length, seeds, recipe digest (and the selection
+        seed, and the proxies' init seeds, where not the defaults)."""
         ident = f"n{len(self.archs)}-{self.recipe.length()}-k{self.seeds}-{self.truth.digest}"
-        return ident + (f"-sel{self.selection_seed}" if self.selection_seed else "")
+        ident += f"-sel{self.selection_seed}" if self.selection_seed else ""
+        return ident + (f"-i{self.init_seeds}" if self.init_seeds != INIT_SEEDS else "")
 
 
 def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int) -> None:
@@ -87,15 +97,17 @@ def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int) ->
 
 
 def plan(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path, *, archs: int,
-         epochs: int | None, seeds: int, recipe: str | Path | Recipe | None, selection_seed: int = 0) -> Plan:
-    """Select the archs and build the recipe (see `check_arguments` for the counts).
+         epochs: int | None, seeds: int, recipe: str | Path | Recipe | None, selection_seed: int = 0,
+         init_seeds: int = INIT_SEEDS) -> Plan:
+    """Select the archs and build the recipe (see `check_arguments` for the counts); `init_seeds`
+    (the proxies' initialisations) only names the measurement's folder.
 
     `recipe` is a recipe file, a `Recipe` (its length replaced by `epochs` when given), or None
     (the config's own, see `nas.engine.fidelity.recipe`).
     """
     truth = recipe_ground_truth(config, space, make_model, root, recipe, epochs)
     selected = select_archs(space, archs, selection_seed)
-    return Plan(selected, truth.recipe, truth, seeds, selection_seed)
+    return Plan(selected, truth.recipe, truth, seeds, selection_seed, init_seeds)
 
 
 def recipe_ground_truth(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path,
@@ -115,10 +127,13 @@ def _check_settings(out_dir: Path, settings: Mapping[str, Any]) -> None:
     path = out_dir / SETTINGS_FILE
     if path.is_file():
         stored = json.loads(path.read_text())
-        diffs = [key for key in _CHECKED if stored.get(key) != settings.get(key)]
-        if diffs:
-            raise RunError(f"{out_dir}: measured with other settings ({', '.join(diffs)} differ, e.g. the run "
-                           f"was trained further); remove the folder to measure again")
+        differ = [key for key in _CHECKED if key in stored and stored[key] != settings.get(key)]
+        missing = [key for key in _CHECKED if key not in stored]     # written by an older version
+        reasons = ([f"{', '.join(differ)} differ"] if differ else []) + (
+            [f"{', '.join(missing)} not recorded"] if missing else [])
+        if reasons:
+            raise RunError(f"{out_dir}: measured with other settings ({'; '.join(reasons)}, e.g. the run was "
+                           f"trained further); remove the folder to measure again")
     else:
         write_json(path, dict(settings))
 
@@ -156,6 +171,12 @@ def store_scores(path: Path, scores: Mapping[str, Mapping[str, Any]]) -> list[di
         if merged != records:
             write_text(path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in merged))
         return merged
+
+
+def measured_names(records: Sequence[Mapping[str, Any]], named: Sequence[str]) -> list[str]:
+    """`named`, then every other estimator some record has a score of (in the order found)."""
+    found = [name for r in records for name in r.get("estimators", {})]
+    return list(dict.fromkeys([*named, *found]))
 
 
 def run_fidelity(archs: Sequence[Arch], truth: GroundTruth, seeds: int, supernet_top1: Callable[[Arch], float],
@@ -199,8 +220,10 @@ def _measure(archs: Sequence[Arch], truth: GroundTruth, seeds: int, supernet_top
     by_id = {r["arch_id"]: r for r in store_scores(results, scores)}
     records = [by_id[arch_id(a)] for a in archs]
     summary = {**settings, **summarize(records, seeds)}
-    if scoring is not None:
-        summary.update(estimator_summary(records, scoring.names, scoring.context.seed))
+    names = measured_names(records, scoring.names if scoring is not None else [])
+    if names:
+        seed = scoring.context.seed if scoring is not None else 0
+        summary.update(estimator_summary(records, names, seed))
     with results_lock(results):      # another measurement of the same archs may be writing it too
         write_report(out_dir, summary, records)
     return FidelityResult(out_dir, summary, records, new)

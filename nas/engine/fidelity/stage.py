@@ -81,14 +81,17 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     check_writable(root, "--ground-truth" if ground_truth_dir is not None else "RUN")
     check_writable(out if out is not None else run.dir.fidelity(""), "--out" if out is not None else "RUN")
     measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
-                    recipe=recipe, selection_seed=selection_seed)
+                    recipe=recipe, selection_seed=selection_seed, init_seeds=init_seeds)
     _ = run.data     # loads (and so checks) the run's data before any evaluation or folder
     ident = measured.ident() + ("" if run.checkpoint.name == LAST else f"-{run.checkpoint.stem}")
     settings = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,
                 "space": run.space.name, "space_fingerprint": run.space.fingerprint(),
                 "arch_ids": [arch_id(a) for a in measured.archs], "selection_seed": selection_seed, "seeds": seeds,
                 "recipe_digest": measured.truth.digest, "recipe": measured.recipe.to_dict(),
-                "ground_truth": str(measured.truth.folder)}
+                "ground_truth": str(measured.truth.folder),
+                # what the proxies' scores depend on besides the run (seeded by selection_seed)
+                "init_seeds": init_seeds, "estimator_batches": ESTIMATOR_BATCHES,
+                "estimator_batch_size": ESTIMATOR_BATCH_SIZE}
     chosen = scoring(names, EstimatorContext(run.space, init_seeds=init_seeds, seed=selection_seed,
                                              run_dir=run.dir.root))
     if needs_batches(chosen.estimators):

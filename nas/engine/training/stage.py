@@ -21,7 +21,7 @@ from nas.engine.run import build_strategy, load_source
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, open_run
 from nas.engine.training.schedule import capped_warmup
 from nas.engine.training.summary import TrainSummary, train_summary
-from nas.engine.training.trainer import Trainer
+from nas.engine.training.trainer import Trainer, check_fits
 from supernets.base import Strategy
 
 
@@ -73,6 +73,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     source = load_source(config, torch.device(env.device))
     config = _with_capped_warmup(config, source, env.is_main and not resume)
     strategy = build_strategy(config)
+    check_fits(config, strategy, source, env.world_size)     # errors a started trainer would find: before any folder
     barrier()     # every rank has checked before rank 0 creates anything
     with ExitStack() as stack:
         if env.is_main:

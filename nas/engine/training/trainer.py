@@ -38,12 +38,12 @@ from nas.engine.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from nas.engine.data.batches import steps_per_epoch
+from nas.engine.data.batches import epoch_slice, steps_per_epoch
 from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, as_source
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
-from nas.engine.data.importance import data_importance
+from nas.engine.data.importance import check_sampling, data_importance
 from nas.core.jsonl import append_record, keep_records
 from nas.engine.run_dir import RunDir
 from nas.engine.training.schedule import build_scheduler
@@ -51,6 +51,23 @@ from nas.engine.training.train_logging import TrainLogger, interrupted_message
 from supernets.base import Restructure, StepIO, Strategy, restore_strategy
 
 _SGD_NAMES = ("sgd", "nesterov", "momentum")
+
+
+def schedule_length(train: TrainConfig, num_train: int) -> tuple[int, int]:
+    """(optimiser steps an epoch, steps of the learning-rate schedule) of `train` on `num_train` images."""
+    per_epoch = steps_per_epoch(num_train, train.batch_size)
+    return per_epoch, train.steps if train.steps is not None else train.epochs * per_epoch
+
+
+def check_fits(config: RunConfig, strategy: Strategy, source: DataSource, world_size: int = 1) -> None:
+    """Raise `ConfigError` (or `DataError`) naming the key when `config` cannot train `strategy`
+    on `source` with `world_size` ranks (a few-shot split the schedule cannot hold, importance
+    sampling of streamed data, a batch the ranks cannot share): what the trainer would find
+    only once started, checked before the run folder is created."""
+    per_epoch, schedule = schedule_length(config.train, source.num_train)
+    strategy.check_schedule(schedule, per_epoch)
+    check_sampling(config, source)
+    epoch_slice(source.num_train, config.train.batch_size, 0, 0, world_size)
 
 
 def build_optimizer(params: nn.Module | list[dict[str, Any]], config: TrainConfig) -> torch.optim.Optimizer:
@@ -114,9 +131,7 @@ class Trainer:
         self.progress, self.make_evaluator = progress, make_evaluator
         self.device = torch.device(env.device)
         self.memory_format = torch.channels_last if self.train_cfg.channels_last else torch.contiguous_format
-        self.steps_per_epoch = steps_per_epoch(self.data.num_train, self.train_cfg.batch_size)
-        self.schedule_steps = (self.train_cfg.steps if self.train_cfg.steps is not None
-                               else self.train_cfg.epochs * self.steps_per_epoch)
+        self.steps_per_epoch, self.schedule_steps = schedule_length(self.train_cfg, self.data.num_train)
         self.total_steps = self.schedule_steps
         self.importance = data_importance(config, self.data, env.rank, env.world_size)   # data.sampling: pada
         self.state = TrainState()
