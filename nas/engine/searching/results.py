@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nas.core.arch import Arch
 from nas.core.errors import NasError, SearchError
 from nas.core.jsonl import append_record, read_records
-from searchers.base import Record
+
+if TYPE_CHECKING:     # searchers loads Optuna: `nas.api` imports this module, a search loads that
+    from searchers.base import Record
 
 __all__ = ["SearchResult", "append_record", "read_results", "to_dataframe", "unique_records"]
 
