@@ -163,3 +163,16 @@ def test_importing_the_vocabulary_loads_no_engine():
             "print(sorted(m for m in sys.modules if m.startswith(('nas.engine', 'nas.api'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_importing_the_api_loads_no_stage_machinery():
+    """`nas.api` imports every stage's entry, but Optuna and timm load with the stage that uses
+    them (a CLI command, `nas eval` say, starts without them)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, nas.api; "
+            "print(sorted(m for m in ('optuna', 'timm', 'nas.engine.training.trainer', "
+            "'nas.engine.searching.runner', 'nas.engine.fidelity.runner') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nas.engine.fidelity.recipe import Recipe
 from nas.engine.json_result import JsonResult
+
+if TYPE_CHECKING:
+    from nas.engine.fidelity.recipe import Recipe
 
 
 @dataclass(frozen=True)

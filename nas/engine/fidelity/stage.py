@@ -4,24 +4,21 @@ supernet (and each estimator) ranks subnets against it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, EstimatorContext
 from nas.core.arch import Arch, arch_id
 from nas.core.config import RunConfig
 from nas.core.errors import check_int
 from nas.core.files import check_writable
 from nas.engine.checkpoint import LAST
-from nas.engine.fidelity.estimators import build_estimators, needs_batches, parse_names, scoring
-from nas.engine.fidelity.recipe import Recipe
-from nas.engine.fidelity.report import seed_agreement
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
-from nas.engine.fidelity.runner import check_arguments, plan, run_fidelity, standalone_record
 from nas.engine.run import Run, build_space, load_run, standalone_model
 from nas.engine.run_dir import DEFAULT_RUNS_DIR
 
+if TYPE_CHECKING:     # the measurement's machinery (trainer, timm) loads on first use
+    from nas.engine.fidelity.recipe import Recipe
 
 
 def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
@@ -33,6 +30,9 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
     Returns a `GroundTruthResult`: `records` holds one `{"arch_id", "arch", "macs", "params",
     "standalone_test_top1", ...}` per arch sorted by MACs, `new` the trainings run by this call.
     """
+    from nas.engine.fidelity.report import seed_agreement
+    from nas.engine.fidelity.runner import check_arguments, plan, standalone_record
+
     check_arguments(archs, epochs, seeds, workers)
     check_writable(ground_truth_dir, "--ground-truth")
     measured = plan(config, build_space(config), standalone_model, ground_truth_dir, archs=archs, epochs=epochs,
@@ -70,6 +70,10 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     supernet with a verdict. Returns a `FidelityResult`. Workers are started with multiprocessing's spawn
     method: a script that calls this with `workers > 1` needs an `if __name__ == "__main__":` guard.
     """
+    from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, EstimatorContext
+    from nas.engine.fidelity.estimators import build_estimators, needs_batches, parse_names, scoring
+    from nas.engine.fidelity.runner import check_arguments, plan, run_fidelity
+
     check_arguments(archs, epochs, seeds, workers)     # before loading the run
     check_int("--init-seeds", init_seeds, 1)
     names = parse_names(estimators)

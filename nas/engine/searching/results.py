@@ -19,13 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nas.core.arch import Arch
 from nas.core.errors import NasError, SearchError
 from nas.core.jsonl import append_record, read_records, write_records
 from nas.core.registry import SUPERNET_SCORE
-from searchers.base import Record, rank_key
+
+if TYPE_CHECKING:     # searchers loads Optuna: `nas.api` imports this module, a search loads that
+    from searchers.base import Record
 
 __all__ = ["RANKED", "RESULTS", "SearchResult", "append_record", "as_logged", "as_told", "read_results", "to_dataframe",
            "unique_records", "write_ranked"]
@@ -75,6 +77,8 @@ def write_ranked(path: Path, records: Sequence[Record]) -> None:
     """Replace `path` (ranked.jsonl) by `records` (with their final `score_value`) best first:
     highest `score_value`, then fewer MACs, then the earlier trial (the order `best.yaml` and
     `summary.json` take their best from)."""
+    from searchers.base import rank_key
+
     write_records(path, sorted(records, key=rank_key))
 
 

@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
@@ -18,11 +18,13 @@ from nas.core.registry import SEARCHERS, SUPERNET_SCORE
 from nas.engine.devices import resolve_device
 from nas.engine.run import Run, arch_generator, build_supernet, load_run
 from nas.engine.run_dir import check_name
-from nas.engine.searching.costs import Constraints
-from nas.engine.searching.latency import LatencyTable, table_filename, write_latency_table
-from nas.engine.searching.results import SearchResult
-from nas.engine.searching.runner import SearchOutput, SearchPlan, SharedStudy, run_search
-from nas.engine.searching.score import SearchScore, choose_score, search_score
+
+if TYPE_CHECKING:     # the search machinery (Optuna included) loads on first use
+    from nas.engine.searching.costs import Constraints
+    from nas.engine.searching.latency import LatencyTable
+    from nas.engine.searching.results import SearchResult
+    from nas.engine.searching.runner import SharedStudy
+    from nas.engine.searching.score import SearchScore
 
 
 SCORE_PART_MAX = 64     # characters of a score spec in a folder name; a longer one is cut and hashed
@@ -79,6 +81,8 @@ def latency_table(run: Run, device: str | torch.device | None = None, batch: int
                   progress: bool = True) -> Path:
     """Measure every distinct layer configuration of the run's space on `device` (None: the
     run's device) (`nas latency-table`)."""
+    from nas.engine.searching.latency import write_latency_table
+
     device = resolve_device(device) if device is not None else run.device
     check_int("--batch", batch, 1)
     if threads is not None:
@@ -126,6 +130,10 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
+    from nas.engine.searching.costs import Constraints
+    from nas.engine.searching.runner import SharedStudy
+    from nas.engine.searching.score import choose_score, search_score
+
     device = _check_search_arguments(run, device, batch, workers)
     chosen = choose_score(score, run.dir.root)
     scorer = search_score(chosen.name, run)       # an unknown name fails here, with a did-you-mean
@@ -163,6 +171,8 @@ class SearchTask:
 def _run_share(run: Run, task: SearchTask, scorer: SearchScore, table: LatencyTable | None, study: SharedStudy,
                progress: bool, announce: str | None = None) -> SearchResult:
     """Run the search (`study.worker`'s share of it in a shared study) and return its result."""
+    from nas.engine.searching.runner import SearchOutput, SearchPlan, run_search
+
     plan = SearchPlan(task.searcher, task.options, task.trials, task.seed, run.strategy.anchor_archs(),
                       arch_generator(run), score=task.score, rank=scorer.rank)
     output = SearchOutput(task.out, progress, announce=announce)
@@ -179,6 +189,8 @@ def _check_search_arguments(run: Run, device: str | torch.device | None, batch: 
 
 def _search_table(run: Run, device: torch.device, batch: int, progress: bool) -> LatencyTable:
     """The run's latency table for `device`/`batch`, measured first if missing."""
+    from nas.engine.searching.latency import LatencyTable, table_filename
+
     path = run.dir.root / "latency" / table_filename(device, batch)
     if not path.is_file():
         print(f"building the latency table {path} first (nas latency-table {run.dir.name} --device {device} "
@@ -193,6 +205,8 @@ def _run_workers(run: Run, workers: int, task: SearchTask, storage: str | None,
     loads the run from its folder) and wait for them all; returns the study's storage and name."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+
+    from nas.engine.searching.runner import SharedStudy
 
     if not getattr(SEARCHERS.get(task.searcher).obj, "shared", False):
         raise ConfigError(f"--workers: searcher '{task.searcher}' keeps its state in one process; use optuna-tpe or "
@@ -223,6 +237,8 @@ def _one_thread_worker() -> None:
 def search_worker(where: tuple[str, str], task: SearchTask, study: SharedStudy) -> int:
     """One worker of a shared search (in its own process): loads the run from its folder and
     checkpoint (`where`), runs its share of `study`; returns the evaluations it made."""
+    from nas.engine.searching.score import search_score
+
     run = load_run(where[0], checkpoint=where[1], device=task.device)
     check_writable(task.out, "--out")
     device = resolve_device(task.device)

@@ -19,9 +19,7 @@ from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
 from nas.engine.run import build_strategy, load_source
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, open_run
-from nas.engine.training.schedule import capped_warmup
 from nas.engine.training.summary import TrainSummary, train_summary
-from nas.engine.training.trainer import Trainer, check_fits
 from supernets.base import Strategy
 
 
@@ -64,6 +62,8 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     Raises:
         Interrupted: SIGINT or SIGTERM stopped training (after writing its checkpoint).
     """
+    from nas.engine.training.trainer import Trainer, check_fits     # torch's heavy training imports, on first use
+
     env = detect(device)
     init_process_group(env)
     if config.train.threads is not None:
@@ -101,6 +101,8 @@ def evaluator_factory(config: RunConfig, strategy: Strategy, source: DataSource)
 def _with_capped_warmup(config: RunConfig, source: DataSource, announce: bool) -> RunConfig:
     """The config with a warm-up longer than a tenth of the run cut to a tenth (see
     `nas.engine.training.schedule`), saying so on stderr when `announce`."""
+    from nas.engine.training.schedule import capped_warmup
+
     t = config.train
     total = t.steps if t.steps is not None else t.epochs * steps_per_epoch(source.num_train, t.batch_size)
     train_config, message = capped_warmup(t, total)
