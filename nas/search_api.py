@@ -114,7 +114,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     from nas.engine.search_score import choose_score, search_score
 
     device = _check_search_arguments(run, device, batch, workers)
-    chosen = choose_score(score, run.dir.root)
+    chosen = choose_score(score, run.dir.root, run.space)
     scorer = search_score(chosen.name, run)       # an unknown name fails here, with a did-you-mean
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),

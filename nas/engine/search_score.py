@@ -8,6 +8,12 @@ ranked by before estimators existed). Either way one line on stderr says what wa
 and, when the chosen estimator's 90% interval includes 0, that the ground truth cannot tell it
 from chance (a small or flat ground truth: the choice stands, flagged as weak).
 
+A summary belongs to the run's space when its `space` and `space_fingerprint` match the
+space's (a summary without them, from before they were recorded, is taken as the run's): one of
+another space (a run folder whose config was edited, a copied folder) is ignored, and the line
+says so. A summary whose within-bin tau is not a number in [-1, 1] (null: undefined, is
+skipped), or that names an estimator unknown here, is refused in one line naming the file.
+
 The context a search gives estimators: the run's space, fixed seeded training batches
 (`BATCHES` x `BATCH_SIZE`, loaded on first use, so scores that read no data never load them),
 the supernet's validation top-1 (remembered per arch, so a record keeps `val_top1` whenever
@@ -24,7 +30,7 @@ from typing import Any
 
 from estimators import Estimator, EstimatorContext, build_estimator
 from nas.core.arch import Arch, arch_id
-from nas.core.errors import SearchError, clip_words
+from nas.core.errors import ConfigError, RegistryError, SearchError, clip, clip_words
 
 AUTO = "auto"
 DEFAULT = "supernet"
@@ -42,8 +48,14 @@ class ScoreChoice:
 
 def latest_fidelity_summary(run_root: Path) -> Path | None:
     """The newest `fidelity/<id>/summary.json` of the run (by modification time), or None."""
+    found = fidelity_summaries(run_root)
+    return found[0] if found else None
+
+
+def fidelity_summaries(run_root: Path) -> list[Path]:
+    """The run's `fidelity/<id>/summary.json` files, newest first (by modification time)."""
     found = [p for p in (run_root / "fidelity").glob("*/summary.json") if p.is_file()]
-    return max(found, key=lambda p: (p.stat().st_mtime_ns, str(p))) if found else None
+    return sorted(found, key=lambda p: (p.stat().st_mtime_ns, str(p)), reverse=True)
 
 
 def _real(value: Any) -> bool:
@@ -57,7 +69,7 @@ def _estimator_rows(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     if not isinstance(estimators, Mapping):
         estimators = {}
     rows = {str(name): stats for name, stats in estimators.items() if isinstance(stats, Mapping)}
-    if not _real(rows.get(DEFAULT, {}).get("within_bin_tau")):
+    if rows.get(DEFAULT, {}).get("within_bin_tau") is None:
         rows[DEFAULT] = summary
     return rows
 
@@ -76,15 +88,7 @@ def within_bin_interval(summary: Mapping[str, Any], name: str) -> tuple[float, f
     return None
 
 
-def choose_score(spec: str, run_root: Path) -> ScoreChoice:
-    """`spec` itself, or for `auto` the best estimator of the latest fidelity summary (ties go to
-    `supernet`, then to the first name in alphabetical order)."""
-    if spec != AUTO:
-        return ScoreChoice(spec)
-    path = latest_fidelity_summary(run_root)
-    if path is None:
-        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} (no fidelity summary in {run_root / 'fidelity'}; "
-                                    f"`nas fidelity` compares the estimators)")
+def _read_summary(path: Path) -> dict[str, Any]:
     try:
         summary = json.loads(path.read_text())
         if not isinstance(summary, dict):
@@ -92,9 +96,67 @@ def choose_score(spec: str, run_root: Path) -> ScoreChoice:
     except (OSError, ValueError) as e:
         raise SearchError(f"--score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))}); "
                           "name a score with --score or run nas fidelity again") from e
+    return summary
+
+
+def _other_space(summary: Mapping[str, Any], space: Any) -> str | None:
+    """How a summary's space differs from `space` (an `ArchSpace`), or None when it is the same
+    (or the summary does not record it)."""
+    if space is None:
+        return None
+    theirs = (summary.get("space"), summary.get("space_fingerprint"))
+    ours = (space.name, space.fingerprint())
+    if theirs[0] is not None and theirs[0] != ours[0]:
+        return f"space {clip(str(theirs[0]))}, this run's is {ours[0]}"
+    if theirs[1] is not None and theirs[1] != ours[1]:
+        return f"space fingerprint {clip(str(theirs[1]))}, this run's is {ours[1]}"
+    return None
+
+
+def _check_rows(summary: Mapping[str, Any], path: Path) -> None:
+    """Refuse a summary whose rows could mislead `auto`: a within-bin tau that is neither null
+    nor a number in [-1, 1], or an estimator this installation does not know."""
+    for name, stats in _estimator_rows(summary).items():
+        tau = stats.get("within_bin_tau")
+        if tau is not None and not (_real(tau) and -1 <= tau <= 1):
+            raise SearchError(f"--score auto: {path}: the within-bin tau of '{clip(name)}' must be a number in "
+                              f"[-1, 1] or null, got {clip(json.dumps(tau))}; the fidelity summary is damaged: "
+                              "run nas fidelity again or name a score with --score")
+        if name == DEFAULT:
+            continue
+        try:
+            build_estimator(name)
+        except (ConfigError, RegistryError) as e:
+            problem = str(e).splitlines()[0].removeprefix("--score: ")
+            raise SearchError(f"--score auto: {path}: the fidelity summary names an estimator unknown here "
+                              f"({clip_words(problem)}); name a score with --score or run nas fidelity "
+                              "again") from None
+
+
+def choose_score(spec: str, run_root: Path, space: Any = None) -> ScoreChoice:
+    """`spec` itself, or for `auto` the best estimator of the newest fidelity summary of `space`
+    (an `ArchSpace`; ties go to `supernet`, then to the first name in alphabetical order)."""
+    if spec != AUTO:
+        return ScoreChoice(spec)
+    ignored = ""
+    for path in fidelity_summaries(run_root):
+        summary = _read_summary(path)
+        other = _other_space(summary, space)
+        if other is None:
+            return _choose_from(summary, path, ignored)
+        if not ignored:
+            ignored = f"; ignored {path}: it measured {other}"
+    of_space = " of this space" if ignored else ""
+    return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} (no fidelity summary{of_space} in "
+                                f"{run_root / 'fidelity'}; `nas fidelity` compares the estimators{ignored})")
+
+
+def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreChoice:
+    _check_rows(summary, path)
     taus = within_bin_taus(summary)
     if not taus:
-        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} ({path} reports no within-bin tau of any estimator)")
+        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} ({path} reports no within-bin tau of any "
+                                    f"estimator{ignored})")
     ordered = sorted(taus, key=lambda name: (-taus[name], name != DEFAULT, name))
     best, others = ordered[0], ", ".join(f"{name} {taus[name]:.3f}" for name in ordered[1:])
     interval = within_bin_interval(summary, best)
@@ -104,7 +166,7 @@ def choose_score(spec: str, run_root: Path) -> ScoreChoice:
                 f"tell it from chance within MACs bins, so the choice is weak (more archs, nas fidelity --archs, "
                 f"would settle it)")
     return ScoreChoice(best, f"--score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
-                             f"{'; ' + others if others else ''}){weak}")
+                             f"{'; ' + others if others else ''}{ignored}){weak}")
 
 
 class _Batches(Sequence):

@@ -228,3 +228,56 @@ def test_auto_reads_only_summaries_that_compare_estimators(tmp_path):
     with pytest.raises(SearchError, match=f"--score auto: {old}: cannot read the fidelity summary"):
         choose_score("auto", tmp_path)
     assert choose_score("params", tmp_path).reason is None
+
+
+def test_auto_ignores_a_fidelity_summary_of_another_space_and_says_so(tmp_path):
+    from nas.engine.search_score import choose_score
+    from tests.conftest import make_space
+
+    space = make_space("cell201", small=True)
+    own = _summary(tmp_path / "fidelity" / "own", {"supernet": 0.1, "macs": 0.4}, 1_000_000_000)
+    for folder, marks, said in [("other", {"space": "vit"}, "it measured space vit, this run's is cell201"),
+                                ("edited", {"space": "cell201", "space_fingerprint": "0123456789ab"},
+                                 f"it measured space fingerprint 0123456789ab, this run's is {space.fingerprint()}")]:
+        path = _summary(tmp_path / "fidelity" / folder, {"supernet": 0.1, "params": 0.9}, 2_000_000_000)
+        path.write_text(json.dumps({**json.loads(path.read_text()), **marks}))
+        os.utime(path, (2_000_000_000, 2_000_000_000))
+        choice = choose_score("auto", tmp_path, space)
+        assert choice.name == "macs"         # the older summary of this space, not the newer one of another
+        assert choice.reason == f"--score auto: macs (within-bin Kendall tau 0.400 in {own}; supernet 0.100; " \
+                                f"ignored {path}: {said})"
+        path.unlink()
+    marked = json.loads(own.read_text())
+    own.write_text(json.dumps({**marked, "space": "cell201", "space_fingerprint": space.fingerprint()}))
+    assert choose_score("auto", tmp_path, space).name == "macs"
+    own.write_text(json.dumps({**marked, "space": "mobilenetv3"}))
+    assert "ignored " + str(own) in choose_score("auto", tmp_path, space).reason
+    assert choose_score("auto", tmp_path, space).name != "macs"
+
+
+@pytest.mark.parametrize("tau", [1.5, -1.01, float("nan"), float("inf"), "0.3", True])
+def test_auto_refuses_a_within_bin_tau_that_is_no_tau_naming_the_summary(tmp_path, tau):
+    from nas.engine.search_score import choose_score
+
+    path = _summary(tmp_path / "fidelity" / "bad", {"supernet": 0.1, "naswot": 0.2}, 1_000_000_000)
+    summary = json.loads(path.read_text())
+    summary["estimators"]["naswot"]["within_bin_tau"] = tau
+    path.write_text(json.dumps(summary))
+    with pytest.raises(SearchError) as raised:
+        choose_score("auto", tmp_path)
+    assert str(raised.value) == (f"--score auto: {path}: the within-bin tau of 'naswot' must be a number in [-1, 1] "
+                                 f"or null, got {json.dumps(tau)}; the fidelity summary is damaged: run nas "
+                                 "fidelity again or name a score with --score")
+    summary["estimators"]["naswot"]["within_bin_tau"] = None        # undefined (only ties): skipped, as before
+    path.write_text(json.dumps(summary))
+    assert choose_score("auto", tmp_path).name == "supernet"
+
+
+def test_an_unknown_estimator_of_a_summary_is_the_summary_s_problem_not_the_score_s(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path / "runs")
+    path = _summary(runs / "tiny" / "fidelity" / "a", {"supernet": 0.1, "macz": 0.5}, 1_000_000_000)
+    err = one_line_error(capsys, ["search", "tiny", "--runs-dir", str(runs), "--trials", "2", "--quiet"],
+                         f"--score auto: {path}: the fidelity summary names an estimator unknown here "
+                         "(unknown estimator 'macz' (did you mean 'macs'?); available: ",
+                         "); name a score with --score or run nas fidelity again")
+    assert "--score: unknown estimator" not in err
