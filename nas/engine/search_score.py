@@ -3,8 +3,12 @@
 `--score auto` (the default) picks the estimator with the best within-MACs-bin Kendall tau in
 the run's latest `nas fidelity` summary (by modification time): within a budget the candidates
 share a MACs range, so agreement inside a bin is what ranking them needs. Without a summary
-that compares estimators it means `supernet`, BN-recalibrated validation top-1 (what a search
-ranked by before estimators existed). Either way one line on stderr says what was chosen and why,
+(a fidelity run costs hours of standalone training) it uses the space's shipped default
+(`DEFAULT_SCORES`, keyed by space name; `GENERIC_DEFAULT` for other spaces): the score that
+`benchmarks/default_score.py` chose on one half of the committed ground truth of the shipped
+space and recipe, with the figures it got on the other half. A summary that reports no
+within-bin tau leaves `supernet`, BN-recalibrated validation top-1 (what a search ranked by
+before estimators existed). Either way one line on stderr says what was chosen and why,
 and, when the chosen estimator's 90% interval includes 0, that the ground truth cannot tell it
 from chance (a small or flat ground truth: the choice stands, flagged as weak).
 
@@ -35,6 +39,51 @@ from nas.core.errors import ConfigError, RegistryError, SearchError, clip, clip_
 AUTO = "auto"
 DEFAULT = "supernet"
 BATCHES, BATCH_SIZE, BATCH_SEED = 2, 64, 0
+
+
+@dataclass(frozen=True)
+class DefaultScore:
+    """A score for `auto` without a fidelity summary and the held-out evidence for it:
+    `benchmarks/default_score.py` chose it on the CHOOSE half of the committed ground truths of
+    `configs` and graded it on their REPORT half: `graded` holds (space, Kendall tau, within-bin
+    tau) per space; `fingerprint`: the space the evidence is of (empty for the generic default)."""
+
+    spec: str
+    configs: str
+    graded: tuple[tuple[str, float, float], ...]
+    fingerprint: str = ""
+    compared: str = ""        # how other candidates did on the same held-out archs
+
+    def evidence(self) -> str:
+        grades = "; ".join(f"{space} Kendall tau {tau:.2f}, within MACs bins {within:.2f}"
+                           for space, tau, within in self.graded)
+        compared = f" ({self.compared})" if self.compared else ""
+        return (f"chosen on half of the committed ground truth of {self.configs}, graded on the other half: "
+                f"{grades}{compared}; benchmarks/default_score.py")
+
+
+# From `python benchmarks/default_score.py` (its table is in BENCHMARKS.md).
+DEFAULT_SCORES: dict[str, DefaultScore] = {
+    "cell201": DefaultScore("macs+jacov", "fashion_mnist_cell201", (("cell201", 0.79, 0.46),), "1c4fd9d48cb1",
+                            "MACs alone 0.87, 0.68"),
+    "mobilenetv3": DefaultScore("naswot", "fashion_mnist_mbv3", (("mobilenetv3", 0.06, 0.00),), "e01b62e6a393",
+                                "no candidate ranks those archs better than chance: MACs alone 0.00, -0.22"),
+}
+GENERIC_DEFAULT = DefaultScore("macs+naswot+synflow", "the shipped spaces",
+                               (("cell201", 0.80, 0.54), ("mobilenetv3", 0.02, -0.06)))
+
+
+def default_score(space: Any) -> tuple[str, str]:
+    """(spec, why) of `auto` without a fidelity summary for `space` (an `ArchSpace`, or None)."""
+    name = getattr(space, "name", None)
+    chosen = DEFAULT_SCORES.get(name)
+    if chosen is None:
+        return GENERIC_DEFAULT.spec, (f"the default for a space without a committed ground truth (the best mean "
+                                      f"over the shipped spaces), {GENERIC_DEFAULT.evidence()}")
+    variant = ""
+    if chosen.fingerprint != space.fingerprint():
+        variant = f"; this run's {name} space has other choices than that one (fingerprint {space.fingerprint()})"
+    return chosen.spec, f"the default for {name}, {chosen.evidence()}{variant}"
 
 
 @dataclass(frozen=True)
@@ -147,8 +196,9 @@ def choose_score(spec: str, run_root: Path, space: Any = None) -> ScoreChoice:
         if not ignored:
             ignored = f"; ignored {path}: it measured {other}"
     of_space = " of this space" if ignored else ""
-    return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} (no fidelity summary{of_space} in "
-                                f"{run_root / 'fidelity'}; `nas fidelity` compares the estimators{ignored})")
+    spec, why = default_score(space)
+    return ScoreChoice(spec, f"--score auto: {spec} (no fidelity summary{of_space} in {run_root / 'fidelity'}{ignored}; "
+                             f"{why}; `nas fidelity` measures the estimators on this run)")
 
 
 def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreChoice:
