@@ -39,6 +39,7 @@ from estimators.fused import normalised_ranks  # noqa: E402
 from nas import api  # noqa: E402
 from nas.core.arch import arch_id  # noqa: E402
 from nas.engine.fidelity import recipe_ground_truth, standalone_record  # noqa: E402
+from nas.engine.fidelity_report import seed_agreement  # noqa: E402
 from nas.engine.ground_truth import recipe_source  # noqa: E402
 from nas.engine.rank_stats import kendall_tau_b, macs_terciles, within_bin_tau  # noqa: E402
 from nas.engine.run_dir import cpu_model  # noqa: E402
@@ -165,7 +166,11 @@ def main() -> None:
             rows[spec] = {"choose": agreement(spec, scores, truth, macs, choose),
                           "report": agreement(spec, scores, truth, macs, report),
                           "all": agreement(spec, scores, truth, macs, list(range(len(records))))}
-        table[space.name] = {"config": config_name, "ground_truth": folder, "archs": len(records),
+        ceiling = {}
+        for half, rows_ in (("choose", choose), ("report", report), ("all", list(range(len(records))))):
+            agreed = seed_agreement([records[i] for i in rows_], args.seeds)
+            ceiling[half] = (agreed["seed_kendall_tau"], agreed["seed_within_bin_tau"])
+        table[space.name] = {"config": config_name, "ground_truth": folder, "archs": len(records), "seeds": ceiling,
                              "choose_ids": [arch_id(records[i]["arch"]) for i in choose],
                              "report_ids": [arch_id(records[i]["arch"]) for i in report], "rows": rows}
     result = choose_defaults(table)
@@ -210,6 +215,9 @@ def print_tables(table: dict[str, dict], result: dict) -> None:
             mark += " <- generic" if spec == result["generic"]["score"] else ""
             print(f"{spec:32s} {r['choose'][0]:10.3f} {r['choose'][1]:9.3f} {r['report'][0]:10.3f} "
                   f"{r['report'][1]:9.3f} {r['all'][0]:8.3f} {r['all'][1]:7.3f}{mark}")
+        c = {h: [float("nan") if v is None else v for v in t["seeds"][h]] for h in t["seeds"]}
+        print(f"{'(seed 0 vs seed 1: the ceiling)':32s} {c['choose'][0]:10.3f} {c['choose'][1]:9.3f} "
+              f"{c['report'][0]:10.3f} {c['report'][1]:9.3f} {c['all'][0]:8.3f} {c['all'][1]:7.3f}")
     print(f"\nper space: " + "; ".join(f"{s}: {c['score']} (choose wb {c['choose_within_bin_tau']:.3f}, report tau "
                                         f"{c['report_tau']:.3f}, report wb {c['report_within_bin_tau']:.3f})"
                                         for s, c in result["per_space"].items()))

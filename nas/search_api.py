@@ -103,8 +103,9 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     then collects the shared study's result.
     `score` names what ranks the candidates: an estimator or fusion spec (`supernet`: BN
     recalibration + validation top-1, never the test split; `macs`, `naswot`, ...), or `auto`:
-    the estimator with the best within-bin Kendall tau in the run's latest fidelity summary
-    (`supernet` without one), announced in one line on stderr.
+    the estimator with the best within-bin Kendall tau in the run's latest fidelity summary of
+    its space (without one, the space's default chosen on held-out committed ground truth:
+    `nas.engine.search_score.DEFAULT_SCORES`), announced in one line on stderr.
     The archs the strategy trains at every step (`anchor_archs`: max and min for the sandwich
     rule) are evaluated first where they meet the budgets, inside `trials`.
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
