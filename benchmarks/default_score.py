@@ -178,28 +178,38 @@ def main() -> None:
     print(json.dumps({"configs": args.configs, "split_seed": args.split_seed, "seeds": args.seeds,
                       "runs": runs, "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d"), **result,
                       "spaces": {name: {k: v for k, v in t.items() if k != "rows"} | {
-                          "rows": {s: {h: [round(x, 4) for x in r[h]] for h in r} for s, r in t["rows"].items()}}
+                          "rows": {s: {h: [round(x, 4) if np.isfinite(x) else None for x in r[h]] for h in r}
+                                   for s, r in t["rows"].items()}}
                           for name, t in table.items()}}))
 
 
 def choose_defaults(table: dict[str, dict]) -> dict:
     """Per space the candidate with the best CHOOSE-half within-bin tau, and the generic one (the
-    best mean over the spaces, among candidates every space scored); their REPORT-half figures."""
-    def wb(space: str, spec: str, half: str) -> float:
-        value = table[space]["rows"][spec][half][1]
+    best mean over the spaces, among candidates every space scored); their REPORT-half figures
+    (None where undefined). An undefined CHOOSE figure counts as -1; ties go to the shorter spec."""
+    def rank_by(space: str, spec: str) -> float:
+        value = table[space]["rows"][spec]["choose"][1]
         return value if np.isfinite(value) else -1.0
+
+    def reported(space: str, spec: str) -> tuple[float | None, float | None]:
+        return tuple(float(v) if np.isfinite(v) else None for v in table[space]["rows"][spec]["report"])
 
     per_space = {}
     for space, t in table.items():
-        best = max(t["rows"], key=lambda spec: (wb(space, spec, "choose"), -len(spec)))
-        per_space[space] = {"score": best, "choose_within_bin_tau": wb(space, best, "choose"),
-                            "report_tau": t["rows"][best]["report"][0], "report_within_bin_tau": wb(space, best, "report")}
+        best = max(t["rows"], key=lambda spec: (rank_by(space, spec), -len(spec)))
+        tau, within = reported(space, best)
+        per_space[space] = {"score": best, "choose_within_bin_tau": rank_by(space, best), "report_tau": tau,
+                            "report_within_bin_tau": within}
     shared = set.intersection(*(set(t["rows"]) for t in table.values()))
-    generic = max(sorted(shared), key=lambda spec: (statistics.fmean(wb(s, spec, "choose") for s in table), -len(spec)))
+    generic = max(sorted(shared), key=lambda spec: (statistics.fmean(rank_by(s, spec) for s in table), -len(spec)))
     return {"per_space": per_space, "generic": {
-        "score": generic, "choose_within_bin_tau": {s: wb(s, generic, "choose") for s in table},
-        "report_tau": {s: table[s]["rows"][generic]["report"][0] for s in table},
-        "report_within_bin_tau": {s: wb(s, generic, "report") for s in table}}}
+        "score": generic, "choose_within_bin_tau": {s: rank_by(s, generic) for s in table},
+        "report_tau": {s: reported(s, generic)[0] for s in table},
+        "report_within_bin_tau": {s: reported(s, generic)[1] for s in table}}}
+
+
+def _figure(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def print_tables(table: dict[str, dict], result: dict) -> None:
@@ -218,12 +228,12 @@ def print_tables(table: dict[str, dict], result: dict) -> None:
         c = {h: [float("nan") if v is None else v for v in t["seeds"][h]] for h in t["seeds"]}
         print(f"{'(seed 0 vs seed 1: the ceiling)':32s} {c['choose'][0]:10.3f} {c['choose'][1]:9.3f} "
               f"{c['report'][0]:10.3f} {c['report'][1]:9.3f} {c['all'][0]:8.3f} {c['all'][1]:7.3f}")
-    print(f"\nper space: " + "; ".join(f"{s}: {c['score']} (choose wb {c['choose_within_bin_tau']:.3f}, report tau "
-                                        f"{c['report_tau']:.3f}, report wb {c['report_within_bin_tau']:.3f})"
-                                        for s, c in result["per_space"].items()))
+    print("\nper space: " + "; ".join(f"{s}: {c['score']} (choose wb {c['choose_within_bin_tau']:.3f}, report tau "
+                                       f"{_figure(c['report_tau'])}, report wb {_figure(c['report_within_bin_tau'])})"
+                                       for s, c in result["per_space"].items()))
     g = result["generic"]
-    print(f"generic: {g['score']} (report tau " + ", ".join(f"{s} {v:.3f}" for s, v in g["report_tau"].items())
-          + "; report wb " + ", ".join(f"{s} {v:.3f}" for s, v in g["report_within_bin_tau"].items()) + ")")
+    print(f"generic: {g['score']} (report tau " + ", ".join(f"{s} {_figure(v)}" for s, v in g["report_tau"].items())
+          + "; report wb " + ", ".join(f"{s} {_figure(v)}" for s, v in g["report_within_bin_tau"].items()) + ")")
 
 
 if __name__ == "__main__":

@@ -42,3 +42,22 @@ def test_candidates_are_singles_and_macs_with_one_or_two_others():
     assert specs[:5] == ["macs", "params", "naswot", "synflow", "jacov"]
     assert set(specs[5:]) == {"macs+naswot", "macs+synflow", "macs+jacov", "macs+naswot+synflow",
                               "macs+naswot+jacov", "macs+synflow+jacov"}
+
+
+def test_the_choice_reads_only_the_choose_half_and_reports_the_other():
+    nan = float("nan")
+    table = {"s1": {"rows": {"a": {"choose": (0.5, 0.9), "report": (0.1, 0.2), "all": (0, 0)},
+                             "b": {"choose": (0.9, 0.4), "report": (0.9, 0.9), "all": (0, 0)},
+                             "c": {"choose": (0.0, 0.8), "report": (0.3, 0.1), "all": (0, 0)}}},
+             "s2": {"rows": {"a": {"choose": (0.5, -0.5), "report": (0.0, 0.0), "all": (0, 0)},
+                             "b": {"choose": (0.5, 0.1), "report": (0.0, 0.0), "all": (0, 0)},
+                             "c": {"choose": (0.5, 0.2), "report": (0.7, nan), "all": (0, 0)},
+                             "s2only": {"choose": (0.5, 0.95), "report": (0.0, 0.0), "all": (0, 0)}}}}
+    result = bench.choose_defaults(table)
+    assert result["per_space"]["s1"] == {"score": "a", "choose_within_bin_tau": 0.9, "report_tau": 0.1,
+                                         "report_within_bin_tau": 0.2}
+    assert result["per_space"]["s2"]["score"] == "s2only"
+    # generic: the best mean CHOOSE within-bin tau over both spaces (c: 0.5, a: 0.2, b: 0.25), an
+    # undefined REPORT figure reported as None
+    assert result["generic"]["score"] == "c"
+    assert result["generic"]["report_within_bin_tau"] == {"s1": 0.1, "s2": None}
