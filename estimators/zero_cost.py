@@ -2,7 +2,10 @@
 
 A proxy scores an arch on the export of a freshly initialised supernet (never a trained
 one), averaged over `context.init_seeds` initialisations: init k uses the seed
-`derive_seed(context.seed, "init", k)`. The seeded supernets are built once per context
+`derive_seed(context.seed, "init", k)`. The export is standard-initialised, as the proxies'
+papers assume: every normalisation layer's scale is 1 and its shift 0, whatever training's
+initialisation does (MobileNetV3's supernet starts its residual blocks as identities by
+zeroing their last BN scale, which would hide those blocks from every gradient). The seeded supernets are built once per context
 (`context.cache`) and exported for every arch. A proxy runs inside `torch.random.fork_rng`
 with its own derived seed, so it leaves the global RNG as it was and is a pure function of
 (context, arch); it takes gradients with `torch.autograd.grad`, so no `.grad` is left behind.
@@ -24,6 +27,8 @@ from nas.core.preprocessing import resize
 from nas.core.rng import derive_seed
 from supernets.base import seeded_supernet
 
+# Normalisation layers whose affine scale and shift a proxy's export resets to 1 and 0.
+NORM_LAYERS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
 # Layers whose weights the gradient proxies read (timm's conv variants subclass nn.Conv2d).
 WEIGHTED_LAYERS = (nn.Conv2d, nn.Linear)
 # Activations whose units NASWOT codes as on/off; Hardsigmoid (a gate in squeeze-excite) is no unit.
@@ -35,13 +40,26 @@ def weights_of(model: nn.Module) -> list[torch.Tensor]:
     return [m.weight for m in model.modules() if isinstance(m, WEIGHTED_LAYERS) and m.weight is not None]
 
 
+@torch.no_grad()
+def standard_norms(model: nn.Module) -> nn.Module:
+    """`model` with every normalisation layer's affine scale set to 1 and shift to 0 (the
+    standard initialisation; training may start some scales at 0, e.g. identity blocks)."""
+    for module in model.modules():
+        if isinstance(module, NORM_LAYERS):
+            if getattr(module, "weight", None) is not None:
+                module.weight.fill_(1.0)
+            if getattr(module, "bias", None) is not None:
+                module.bias.zero_()
+    return model
+
+
 def fresh_export(context: EstimatorContext, arch: Arch, k: int, device: torch.device) -> nn.Module:
-    """The export of `arch` from the k-th seeded supernet (built once per context), on `device`,
-    with every parameter requiring gradients."""
+    """The standard-initialised (`standard_norms`) export of `arch` from the k-th seeded
+    supernet (built once per context), on `device`, with every parameter requiring gradients."""
     key = ("seeded_supernet", context.seed, k)
     if key not in context.cache:
         context.cache[key] = seeded_supernet(context.space, derive_seed(context.seed, "init", k))
-    model = context.cache[key].export(arch).to(device)
+    model = standard_norms(context.cache[key].export(arch)).to(device)
     for parameter in model.parameters():
         parameter.requires_grad_(True)
     return model

@@ -264,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="what ranks the candidates: a registered estimator (supernet: BN-recalibrated "
                         "validation top-1; macs, params, ...) or a fusion spec such as 2*supernet+naswot "
                         "(grammar: docs/estimators.md); auto (default): the best "
-                        "within-bin Kendall tau of the run's latest nas fidelity, else supernet")
+                        "within-bin Kendall tau of the run's latest nas fidelity, else the space's default chosen on "
+                        "committed ground truth (said on stderr)")
     search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet)")
     search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")
     search.add_argument("--max-latency-ms", type=float, help="latency budget in ms on --device at --batch")

@@ -197,3 +197,28 @@ def test_data_proxies_need_batches_and_zico_two():
     with pytest.raises(ConfigError, match="--score: 'zico' needs at least 2 batches"):
         build_estimator("zico").scores([space.max()], EstimatorContext(space=space, batches=_batches(n=1)))
     assert math.isfinite(build_estimator("synflow").score(space.max(), EstimatorContext(space=space)))
+
+
+@pytest.mark.parametrize("name", ["synflow", "snip", "grad_norm"])
+def test_gradient_proxies_see_the_depth_of_a_mobilenetv3_stage(name):
+    # training starts MobileNetV3's residual blocks as identities (last BN scale 0); a proxy's
+    # export is standard-initialised, so a second block of stage 1 adds weights with gradients
+    space = make_space("mobilenetv3", small=True)
+    deep = space.max()
+    shallow = {**deep, "stage1.depth": 1}
+    assert space.canonical(shallow) != space.canonical(deep)
+    context = EstimatorContext(space=space, batches=_batches(), init_seeds=2, seed=0)
+    low, high = build_estimator(name).scores([shallow, deep], context)
+    assert high - low > 0.05 * abs(low), (name, low, high)
+
+
+def test_a_proxy_export_has_standard_norm_scales_on_every_space():
+    for space_name in ("mobilenetv3", "vit", "cell201"):
+        space = make_space(space_name, small=True)
+        context = EstimatorContext(space=space, init_seeds=1)
+        model = fresh_export(context, space.max(), 0, torch.device("cpu"))
+        norms = [m for m in model.modules() if isinstance(m, (nn.modules.batchnorm._NormBase, nn.LayerNorm))]
+        assert norms, space_name
+        assert all(torch.all(m.weight == 1) and torch.all(m.bias == 0) for m in norms), space_name
+        if space_name == "mobilenetv3":        # training's init is left as it was
+            assert torch.all(context.cache[("seeded_supernet", 0, 0)].blocks[1][1].bn3.weight == 0)

@@ -76,7 +76,7 @@ def test_search_and_export_on_cuda_give_the_subnet_the_saved_model_computes(tmp_
     runs = str(tmp_path / "runs")
     assert cli.main(["train", str(path), "--name", "g", "--runs-dir", runs, "--quiet", "--device", "cuda"]) == 0
     assert cli.main(["search", "g", "--runs-dir", runs, "--searcher", "random", "--trials", "4", "--json",
-                     "--quiet", "--device", "cuda:0"]) == 0
+                     "--quiet", "--device", "cuda:0", "--score", "supernet"]) == 0
     found = json.loads(capsys.readouterr().out)
     out = tmp_path / "winner"
     best = f"{found['dir']}/best.yaml"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from estimators import build_estimator
 from estimators.base import Estimator, EstimatorContext
 from nas import api, cli
 from nas.core.arch import Arch
@@ -119,13 +120,45 @@ def test_a_wrong_score_name_is_one_line_with_a_did_you_mean(trained, capsys):
     assert folder_digests(trained) == before
 
 
-def test_auto_without_a_fidelity_summary_is_supernet_and_says_so(trained, tmp_path, capsys):
+def test_auto_without_a_fidelity_summary_uses_the_space_s_default_and_says_so(trained, tmp_path, capsys):
+    from nas.engine.searching.score import DEFAULT_SCORES
+
+    run = api.load_run("tiny", trained)
+    assert run.space.name == "mobilenetv3" and DEFAULT_SCORES["mobilenetv3"].spec == "naswot"
     assert cli.main(["search", "tiny", "--runs-dir", str(trained), "--trials", "2", "--out", str(tmp_path / "s"),
                      "--json", "--quiet"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["score"] == "supernet"
-    assert err.strip() == (f"--score auto: supernet (no fidelity summary in {trained / 'tiny' / 'fidelity'}; "
-                           "`nas fidelity` compares the estimators)")
+    assert json.loads(out)["score"] == "naswot"
+    assert err.strip() == (f"--score auto: naswot (no fidelity summary in {trained / 'tiny' / 'fidelity'}; the default "
+                           "for mobilenetv3, chosen on half of the committed ground truth of fashion_mnist_mbv3, "
+                           "graded on the other half: mobilenetv3 Kendall tau 0.06, within MACs bins 0.00 (no "
+                           "candidate ranks those archs better than chance: MACs alone 0.00, -0.22); "
+                           "benchmarks/default_score.py; this run's mobilenetv3 space has other choices than that "
+                           f"one (fingerprint {run.space.fingerprint()}); `nas fidelity` measures the estimators on "
+                           "this run)")
+    context = EstimatorContext(run.space, run.data.sample_batches("train", 2, 64, 0))
+    for record in _lines(tmp_path / "s" / "results.jsonl"):
+        assert record["score"] == "naswot" and "val_top1" not in record
+        assert record["score_value"] == pytest.approx(build_estimator("naswot").score(record["arch"], context))
+
+
+def test_the_default_of_a_shipped_space_and_of_a_space_without_ground_truth():
+    from nas.engine.searching.score import default_score
+
+    shipped = api.build_space(api.load_config("fashion_mnist_cell201"))
+    spec, why = default_score(shipped)
+    assert spec == "macs+jacov" and why == ("the default for cell201, chosen on half of the committed ground truth of "
+                                            "fashion_mnist_cell201, graded on the other half: cell201 Kendall tau "
+                                            "0.79, within MACs bins 0.46 (MACs alone 0.87, 0.68; the shipped supernet "
+                                            "alone 0.17, 0.20); "
+                                            "benchmarks/default_score.py")
+    vit = api.build_space(api.load_config("fashion_mnist_vit"))
+    spec, why = default_score(vit)
+    assert spec == "macs+naswot+synflow" and "supernet" not in spec
+    assert why == ("the default for a space without a committed ground truth (the best mean over the shipped "
+                   "spaces), chosen on half of the committed ground truth of the shipped spaces, graded on the "
+                   "other half: cell201 Kendall tau 0.80, within MACs bins 0.54; mobilenetv3 Kendall tau 0.02, "
+                   "within MACs bins -0.06; benchmarks/default_score.py")
 
 
 def _summary(folder: Path, taus: dict[str, float], mtime: float) -> Path:
@@ -228,3 +261,56 @@ def test_auto_reads_only_summaries_that_compare_estimators(tmp_path):
     with pytest.raises(SearchError, match=f"--score auto: {old}: cannot read the fidelity summary"):
         choose_score("auto", tmp_path)
     assert choose_score("params", tmp_path).reason is None
+
+
+def test_auto_ignores_a_fidelity_summary_of_another_space_and_says_so(tmp_path):
+    from nas.engine.searching.score import choose_score
+    from tests.conftest import make_space
+
+    space = make_space("cell201", small=True)
+    own = _summary(tmp_path / "fidelity" / "own", {"supernet": 0.1, "macs": 0.4}, 1_000_000_000)
+    for folder, marks, said in [("other", {"space": "vit"}, "it measured space vit, this run's is cell201"),
+                                ("edited", {"space": "cell201", "space_fingerprint": "0123456789ab"},
+                                 f"it measured space fingerprint 0123456789ab, this run's is {space.fingerprint()}")]:
+        path = _summary(tmp_path / "fidelity" / folder, {"supernet": 0.1, "params": 0.9}, 2_000_000_000)
+        path.write_text(json.dumps({**json.loads(path.read_text()), **marks}))
+        os.utime(path, (2_000_000_000, 2_000_000_000))
+        choice = choose_score("auto", tmp_path, space)
+        assert choice.name == "macs"         # the older summary of this space, not the newer one of another
+        assert choice.reason == f"--score auto: macs (within-bin Kendall tau 0.400 in {own}; supernet 0.100; " \
+                                f"ignored {path}: {said})"
+        path.unlink()
+    marked = json.loads(own.read_text())
+    own.write_text(json.dumps({**marked, "space": "cell201", "space_fingerprint": space.fingerprint()}))
+    assert choose_score("auto", tmp_path, space).name == "macs"
+    own.write_text(json.dumps({**marked, "space": "mobilenetv3"}))
+    assert "ignored " + str(own) in choose_score("auto", tmp_path, space).reason
+    assert choose_score("auto", tmp_path, space).name != "macs"
+
+
+@pytest.mark.parametrize("tau", [1.5, -1.01, float("nan"), float("inf"), "0.3", True])
+def test_auto_refuses_a_within_bin_tau_that_is_no_tau_naming_the_summary(tmp_path, tau):
+    from nas.engine.searching.score import choose_score
+
+    path = _summary(tmp_path / "fidelity" / "bad", {"supernet": 0.1, "naswot": 0.2}, 1_000_000_000)
+    summary = json.loads(path.read_text())
+    summary["estimators"]["naswot"]["within_bin_tau"] = tau
+    path.write_text(json.dumps(summary))
+    with pytest.raises(SearchError) as raised:
+        choose_score("auto", tmp_path)
+    assert str(raised.value) == (f"--score auto: {path}: the within-bin tau of 'naswot' must be a number in [-1, 1] "
+                                 f"or null, got {json.dumps(tau)}; the fidelity summary is damaged: run nas "
+                                 "fidelity again or name a score with --score")
+    summary["estimators"]["naswot"]["within_bin_tau"] = None        # undefined (only ties): skipped, as before
+    path.write_text(json.dumps(summary))
+    assert choose_score("auto", tmp_path).name == "supernet"
+
+
+def test_an_unknown_estimator_of_a_summary_is_the_summary_s_problem_not_the_score_s(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path / "runs")
+    path = _summary(runs / "tiny" / "fidelity" / "a", {"supernet": 0.1, "macz": 0.5}, 1_000_000_000)
+    err = one_line_error(capsys, ["search", "tiny", "--runs-dir", str(runs), "--trials", "2", "--quiet"],
+                         f"--score auto: {path}: the fidelity summary names an estimator unknown here "
+                         "(unknown estimator 'macz' (did you mean 'macs'?); available: ",
+                         "); name a score with --score or run nas fidelity again")
+    assert "--score: unknown estimator" not in err

@@ -3,10 +3,20 @@
 `--score auto` (the default) picks the estimator with the best within-MACs-bin Kendall tau in
 the run's latest `nas fidelity` summary (by modification time): within a budget the candidates
 share a MACs range, so agreement inside a bin is what ranking them needs. Without a summary
-that compares estimators it means `supernet`, BN-recalibrated validation top-1 (what a search
-ranked by before estimators existed). Either way one line on stderr says what was chosen and why,
+(a fidelity run costs hours of standalone training) it uses the space's shipped default
+(`DEFAULT_SCORES`, keyed by space name; `GENERIC_DEFAULT` for other spaces): the score that
+`benchmarks/default_score.py` chose on one half of the committed ground truth of the shipped
+space and recipe, with the figures it got on the other half. A summary that reports no
+within-bin tau leaves `supernet`, BN-recalibrated validation top-1 (what a search ranked by
+before estimators existed). Either way one line on stderr says what was chosen and why,
 and, when the chosen estimator's 90% interval includes 0, that the ground truth cannot tell it
 from chance (a small or flat ground truth: the choice stands, flagged as weak).
+
+A summary belongs to the run's space when its `space` and `space_fingerprint` match the
+space's (a summary without them, from before they were recorded, is taken as the run's): one of
+another space (a run folder whose config was edited, a copied folder) is ignored, and the line
+says so. A summary whose within-bin tau is not a number in [-1, 1] (null: undefined, is
+skipped), or that names an estimator unknown here, is refused in one line naming the file.
 
 The context a search gives estimators: the run's space, fixed seeded training batches
 (`ESTIMATOR_BATCHES` x `ESTIMATOR_BATCH_SIZE` with seed `BATCH_SEED`, loaded on first use, so
@@ -25,12 +35,58 @@ from typing import Any
 from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, Estimator, EstimatorContext, Fused, build_estimator, \
     canonical_spec
 from nas.core.arch import Arch, arch_id
-from nas.core.errors import SearchError, clip_words
+from nas.core.errors import ConfigError, RegistryError, SearchError, clip, clip_words
 from nas.core.registry import SUPERNET_SCORE
 
 AUTO = "auto"
 DEFAULT = SUPERNET_SCORE     # what `auto` means without a fidelity summary
 BATCH_SEED = 0
+
+
+@dataclass(frozen=True)
+class DefaultScore:
+    """A score for `auto` without a fidelity summary and the held-out evidence for it:
+    `benchmarks/default_score.py` chose it on the CHOOSE half of the committed ground truths of
+    `configs` and graded it on their REPORT half: `graded` holds (space, Kendall tau, within-bin
+    tau) per space; `fingerprint`: the space the evidence is of (empty for the generic default)."""
+
+    spec: str
+    configs: str
+    graded: tuple[tuple[str, float, float], ...]
+    fingerprint: str = ""
+    compared: str = ""        # how other candidates did on the same held-out archs
+
+    def evidence(self) -> str:
+        grades = "; ".join(f"{space} Kendall tau {tau:.2f}, within MACs bins {within:.2f}"
+                           for space, tau, within in self.graded)
+        compared = f" ({self.compared})" if self.compared else ""
+        return (f"chosen on half of the committed ground truth of {self.configs}, graded on the other half: "
+                f"{grades}{compared}; benchmarks/default_score.py")
+
+
+# From `python benchmarks/default_score.py --scores FILE --run cell201=RUN` (2026-12-03; RUN: the shipped
+# fashion_mnist_cell201 trained 1,716 steps; no trained MobileNetV3 supernet was ready to compare).
+DEFAULT_SCORES: dict[str, DefaultScore] = {
+    "cell201": DefaultScore("macs+jacov", "fashion_mnist_cell201", (("cell201", 0.79, 0.46),), "1c4fd9d48cb1",
+                            "MACs alone 0.87, 0.68; the shipped supernet alone 0.17, 0.20"),
+    "mobilenetv3": DefaultScore("naswot", "fashion_mnist_mbv3", (("mobilenetv3", 0.06, 0.00),), "e01b62e6a393",
+                                "no candidate ranks those archs better than chance: MACs alone 0.00, -0.22"),
+}
+GENERIC_DEFAULT = DefaultScore("macs+naswot+synflow", "the shipped spaces",
+                               (("cell201", 0.80, 0.54), ("mobilenetv3", 0.02, -0.06)))
+
+
+def default_score(space: Any) -> tuple[str, str]:
+    """(spec, why) of `auto` without a fidelity summary for `space` (an `ArchSpace`, or None)."""
+    name = getattr(space, "name", None)
+    chosen = DEFAULT_SCORES.get(name)
+    if chosen is None:
+        return GENERIC_DEFAULT.spec, (f"the default for a space without a committed ground truth (the best mean "
+                                      f"over the shipped spaces), {GENERIC_DEFAULT.evidence()}")
+    variant = ""
+    if chosen.fingerprint != space.fingerprint():
+        variant = f"; this run's {name} space has other choices than that one (fingerprint {space.fingerprint()})"
+    return chosen.spec, f"the default for {name}, {chosen.evidence()}{variant}"
 
 
 @dataclass(frozen=True)
@@ -44,8 +100,14 @@ class ScoreChoice:
 
 def latest_fidelity_summary(run_root: Path) -> Path | None:
     """The newest `fidelity/<id>/summary.json` of the run (by modification time), or None."""
+    found = fidelity_summaries(run_root)
+    return found[0] if found else None
+
+
+def fidelity_summaries(run_root: Path) -> list[Path]:
+    """The run's `fidelity/<id>/summary.json` files, newest first (by modification time)."""
     found = [p for p in (run_root / "fidelity").glob("*/summary.json") if p.is_file()]
-    return max(found, key=lambda p: (p.stat().st_mtime_ns, str(p))) if found else None
+    return sorted(found, key=lambda p: (p.stat().st_mtime_ns, str(p)), reverse=True)
 
 
 def _real(value: Any) -> bool:
@@ -59,7 +121,7 @@ def _estimator_rows(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     if not isinstance(estimators, Mapping):
         estimators = {}
     rows = {str(name): stats for name, stats in estimators.items() if isinstance(stats, Mapping)}
-    if not _real(rows.get(DEFAULT, {}).get("within_bin_tau")):
+    if rows.get(DEFAULT, {}).get("within_bin_tau") is None:
         rows[DEFAULT] = summary
     return rows
 
@@ -78,15 +140,7 @@ def within_bin_interval(summary: Mapping[str, Any], name: str) -> tuple[float, f
     return None
 
 
-def choose_score(spec: str, run_root: Path) -> ScoreChoice:
-    """`spec` itself, or for `auto` the best estimator of the latest fidelity summary (ties go to
-    `supernet`, then to the first name in alphabetical order)."""
-    if spec != AUTO:
-        return ScoreChoice(spec)
-    path = latest_fidelity_summary(run_root)
-    if path is None:
-        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} (no fidelity summary in {run_root / 'fidelity'}; "
-                                    f"`nas fidelity` compares the estimators)")
+def _read_summary(path: Path) -> dict[str, Any]:
     try:
         summary = json.loads(path.read_text())
         if not isinstance(summary, dict):
@@ -94,9 +148,68 @@ def choose_score(spec: str, run_root: Path) -> ScoreChoice:
     except (OSError, ValueError) as e:
         raise SearchError(f"--score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))}); "
                           "name a score with --score or run nas fidelity again") from e
+    return summary
+
+
+def _other_space(summary: Mapping[str, Any], space: Any) -> str | None:
+    """How a summary's space differs from `space` (an `ArchSpace`), or None when it is the same
+    (or the summary does not record it)."""
+    if space is None:
+        return None
+    theirs = (summary.get("space"), summary.get("space_fingerprint"))
+    ours = (space.name, space.fingerprint())
+    if theirs[0] is not None and theirs[0] != ours[0]:
+        return f"space {clip(str(theirs[0]))}, this run's is {ours[0]}"
+    if theirs[1] is not None and theirs[1] != ours[1]:
+        return f"space fingerprint {clip(str(theirs[1]))}, this run's is {ours[1]}"
+    return None
+
+
+def _check_rows(summary: Mapping[str, Any], path: Path) -> None:
+    """Refuse a summary whose rows could mislead `auto`: a within-bin tau that is neither null
+    nor a number in [-1, 1], or an estimator this installation does not know."""
+    for name, stats in _estimator_rows(summary).items():
+        tau = stats.get("within_bin_tau")
+        if tau is not None and not (_real(tau) and -1 <= tau <= 1):
+            raise SearchError(f"--score auto: {path}: the within-bin tau of '{clip(name)}' must be a number in "
+                              f"[-1, 1] or null, got {clip(json.dumps(tau))}; the fidelity summary is damaged: "
+                              "run nas fidelity again or name a score with --score")
+        if name == DEFAULT:
+            continue
+        try:
+            build_estimator(name)
+        except (ConfigError, RegistryError) as e:
+            problem = str(e).splitlines()[0].removeprefix("--score: ")
+            raise SearchError(f"--score auto: {path}: the fidelity summary names an estimator unknown here "
+                              f"({clip_words(problem)}); name a score with --score or run nas fidelity "
+                              "again") from None
+
+
+def choose_score(spec: str, run_root: Path, space: Any = None) -> ScoreChoice:
+    """`spec` itself, or for `auto` the best estimator of the newest fidelity summary of `space`
+    (an `ArchSpace`; ties go to `supernet`, then to the first name in alphabetical order)."""
+    if spec != AUTO:
+        return ScoreChoice(spec)
+    ignored = ""
+    for path in fidelity_summaries(run_root):
+        summary = _read_summary(path)
+        other = _other_space(summary, space)
+        if other is None:
+            return _choose_from(summary, path, ignored)
+        if not ignored:
+            ignored = f"; ignored {path}: it measured {other}"
+    of_space = " of this space" if ignored else ""
+    spec, why = default_score(space)
+    return ScoreChoice(spec, f"--score auto: {spec} (no fidelity summary{of_space} in {run_root / 'fidelity'}{ignored}; "
+                             f"{why}; `nas fidelity` measures the estimators on this run)")
+
+
+def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreChoice:
+    _check_rows(summary, path)
     taus = within_bin_taus(summary)
     if not taus:
-        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} ({path} reports no within-bin tau of any estimator)")
+        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} ({path} reports no within-bin tau of any "
+                                    f"estimator{ignored})")
     ordered = sorted(taus, key=lambda name: (-taus[name], name != DEFAULT, name))
     best, others = ordered[0], ", ".join(f"{name} {taus[name]:.3f}" for name in ordered[1:])
     interval = within_bin_interval(summary, best)
@@ -106,7 +219,7 @@ def choose_score(spec: str, run_root: Path) -> ScoreChoice:
                 f"tell it from chance within MACs bins, so the choice is weak (more archs, nas fidelity --archs, "
                 f"would settle it)")
     return ScoreChoice(best, f"--score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
-                             f"{'; ' + others if others else ''}){weak}")
+                             f"{'; ' + others if others else ''}{ignored}){weak}")
 
 
 class _Batches(Sequence):

@@ -123,8 +123,9 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     then collects the shared study's result.
     `score` names what ranks the candidates: an estimator or fusion spec (`supernet`: BN
     recalibration + validation top-1, never the test split; `macs`, `naswot`, ...), or `auto`:
-    the estimator with the best within-bin Kendall tau in the run's latest fidelity summary
-    (`supernet` without one), announced in one line on stderr.
+    the estimator with the best within-bin Kendall tau in the run's latest fidelity summary of
+    its space (without one, the space's default chosen on held-out committed ground truth:
+    `nas.engine.searching.score.DEFAULT_SCORES`), announced in one line on stderr.
     The archs the strategy trains at every step (`anchor_archs`: max and min for the sandwich
     rule) are evaluated first where they meet the budgets, inside `trials`.
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
@@ -135,7 +136,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     from nas.engine.searching.score import choose_score, search_score
 
     device = _check_search_arguments(run, device, batch, workers)
-    chosen = choose_score(score, run.dir.root)
+    chosen = choose_score(score, run.dir.root, run.space)
     scorer = search_score(chosen.name, run)       # an unknown name fails here, with a did-you-mean
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
