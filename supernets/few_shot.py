@@ -5,9 +5,10 @@ and distillation). Splits fall at fractions of the learning-rate schedule (`spli
 2/9 and 4/9: the authors' NAS-Bench-201 commands for their random-single-path supernet, the
 one that trains like ours, split after epochs 20 and 40 of 90; skhu101/GM-NAS,
 WS-GM/nasbench201/README.md and WS-GM/exp_scripts/rsws-ws-201.sh; their DARTS and SNAS runs
-split after 15 and 30 of 60, 1/4 and 1/2) or at the ends of epochs (`split.at_epochs`). At each split every current
-sub-supernet is split once: for each key the space marks splittable (`splittable_keys`) that
-this sub-supernet has not split yet and that has at least `branching` values, the
+split after 15 and 30 of 60, 1/4 and 1/2) or at the ends of epochs (`split.at_epochs`). At
+each split every current sub-supernet is split once: for each key the space marks splittable
+(`splittable_keys`) that this sub-supernet has not split yet and that has at least `branching`
+values, the
 gradient-matching distance matrix between the key's values is averaged over probe batches
 (gradients of every parameter except the key's own operations, one random arch of the
 sub-space per batch with only the key's value changing); the values are grouped by the

@@ -34,9 +34,13 @@ item is proportional to its normalised gradient norm. For paths:
    epoch and mixes the distribution drawn from in the next one), so at the end of epoch e
    (from 0) of E, tau = e / E in steps: (steps done - one epoch) / total steps. The first two
    epochs sample uniformly and tau never reaches 1. `shifted` (this project's former rule):
-   tau = steps done / total steps = (e + 1) / E. A group whose g is all zero stays uniform, and a value with weights that no path has taken
-   yet counts with its group's mean g. A sampler that does not train every step (a few-shot
-   sub-supernet's) updates at its first step after the epoch end.
+   tau = steps done / total steps = (e + 1) / E. A group whose g is all zero stays uniform,
+   and a value with weights that no path has taken yet counts with its group's mean g. A
+   sampler that does not train every step (a few-shot sub-supernet's) updates at its first
+   step after the epoch end.
+   Left as they were (differences from the authors' code a reader may look for): their `g`
+   restarts from zero each epoch and their first fold halves the first norm (`(0 + new) / 2`);
+   here `g` carries over epochs and the first observation sets it.
 
 `sandwich: false` (the default, the paper's single path per step) trains `num_random` pada
 paths; `sandwich: true` trains max, `num_random` pada paths, then min. With several paths in a

@@ -19,7 +19,8 @@ the logits z is `softmax(z) - y`, so its norm costs no extra backward pass.
   former rule): it keeps its last norm, and one never drawn yet counts with the mean of the
   known ones. `p = tau * norm / sum(norm) + (1 - tau) / n`, tau from `data.pada.mix_schedule`
   (`supernets.pada.mixing_weight`: `published` e / E at the end of epoch e counted from 0,
-  so epoch 1 is drawn uniformly too; `shifted` (e + 1) / E).
+  so epoch 1 is drawn uniformly too; `shifted` (e + 1) / E). Left as it was: the authors
+  average an image's repeats pairwise as they come (`(old + new) / 2`), here their mean.
 - Order: epoch 0 is the plain seeded permutation; every later epoch is n draws with
   replacement from its `p` (a generator seeded by (seed, epoch)), so the epoch length is
   unchanged. Losses are not re-weighted (as the paper's code).
