@@ -253,9 +253,10 @@ class FewShotStrategy(Strategy):
         return position
 
     def _reinitialised(self, split_count: int) -> bool:
-        """Whether the last of `split_count` splits has happened and re-initialised children."""
-        return (self.options.split.reinit_children and self.rounds == split_count
-                and any(s["round"] == split_count - 1 for s in self.history))
+        """Whether the last of `split_count` splits has happened and re-initialised its children
+        (as its history records: a run resumed from before `reinit_children` existed keeps its rate)."""
+        return self.rounds == split_count and any(s["round"] == split_count - 1 and s.get("reinitialised")
+                                                  for s in self.history)
 
     def _budget_line(self, io: StepIO, segment: budget.Segment) -> str:
         remaining, schedule = io.schedule_steps - segment.position, io.schedule_steps
@@ -315,7 +316,7 @@ class FewShotStrategy(Strategy):
                 children.append(child)
             self.parts[decision.part:decision.part + 1] = children
             self.routes[decision.part:decision.part + 1] = [{**route, decision.key: tuple(g)} for g in decision.groups]
-        self.history += [d.plain(round_index) for d in decisions]
+        self.history += [{**d.plain(round_index), **({"reinitialised": True} if fresh else {})} for d in decisions]
         self.model.parts = nn.ModuleList([part.supernet for part in self.parts])
         self.model.active = 0
         self._sizes = [part.space.size() for part in self.parts]

@@ -338,6 +338,7 @@ def test_only_the_last_split_reinitialises_its_children(splits, tmp_path, reinit
     trainer.train_one_step(*_batch(splits, 7))          # the last split follows this step
     parts = trainer.strategy.parts
     assert len(parts) == 4 and trainer.strategy.rounds == 2
+    assert [bool(s.get("reinitialised")) for s in trainer.strategy.history] == [False, reinit, reinit]
     states = [part.supernet.state_dict() for part in parts]
     for index, part in enumerate(parts):
         parent, group = divmod(index, 2)
