@@ -137,6 +137,12 @@ class Strategy(abc.ABC):
         del io
         return step
 
+    def lr_step(self, step: int, io: StepIO) -> float:
+        """The position the learning rate is read at for optimiser step `step` (default: the
+        schedule's, `schedule_step`); a strategy that restarts the rate for fresh weights
+        (few-shot's re-initialised children) counts it from its restart."""
+        return self.schedule_step(step, io)
+
     def after_step(self, step: int, io: StepIO) -> Restructure | None:
         """Called after optimiser step `step - 1` completed (`step` steps are done); a strategy
         that restructures its model returns what changed, else None. Every rank must take the

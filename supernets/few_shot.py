@@ -2,10 +2,13 @@
 
 Until the first split the strategy trains exactly like `one_shot` (the same supernet, sampler
 and distillation). Splits fall at fractions of the learning-rate schedule (`split.at`, default
-0.5 and 0.75: after the warm-up, on a supernet that has trained, as GM-NAS splits at 15 and 30
-of its 50 epochs) or at the ends of epochs (`split.at_epochs`). At each split every current
-sub-supernet is split once: for each key the space marks splittable (`splittable_keys`) that
-this sub-supernet has not split yet and that has at least `branching` values, the
+2/9 and 4/9: the authors' NAS-Bench-201 commands for their random-single-path supernet, the
+one that trains like ours, split after epochs 20 and 40 of 90; skhu101/GM-NAS,
+WS-GM/nasbench201/README.md and WS-GM/exp_scripts/rsws-ws-201.sh; their DARTS and SNAS runs
+split after 15 and 30 of 60, 1/4 and 1/2) or at the ends of epochs (`split.at_epochs`). At
+each split every current sub-supernet is split once: for each key the space marks splittable
+(`splittable_keys`) that this sub-supernet has not split yet and that has at least `branching`
+values, the
 gradient-matching distance matrix between the key's values is averaged over probe batches
 (gradients of every parameter except the key's own operations, one random arch of the
 sub-space per batch with only the key's value changing); the values are grouped by the
@@ -13,15 +16,24 @@ partition with the least intra-group distance, and the key with the largest cut 
 groups is split (`edge_selection: random` picks a key at random instead). The probe runs twice,
 on two disjoint sets of `split.batches` batches: the decision uses both, and whether each alone
 would have chosen the same key and the same groups is logged with the split (a decision the
-two disagree on is at noise level). Each child is a copy of the parent's weights (with the
-parent's optimiser state) owning `space.restrict(key, group)`, trained by its own one-shot
-strategy.
+two disagree on is at noise level). Each child owns `space.restrict(key, group)` and is trained
+by its own one-shot strategy. At every split but the last, a child is a copy of the parent's
+weights with the parent's optimiser state. At the last split, `split.reinit_children: true`
+(the default, the authors' `--restart final` in every published command; train_search.py
+builds each final child as a new model with a new optimiser and a new cosine scheduler) gives
+each child freshly initialised weights (seeded by (seed, round, part, group)), no optimiser
+state, and a learning-rate schedule restarted from its start (warm-up included), read for the
+rest of the run (`lr_step`): the earlier training only decides the splits. The authors' fresh
+scheduler keeps the whole run's length, so their final children stop partway down the cosine;
+ours does the same (it reads the first T - s steps of the T-step schedule). `false` keeps the
+copies (this project's former behaviour).
 
 Budget (`split.budget`). `per_child` (GM-NAS): every child trains for the rest of the schedule,
 so after a split at schedule step s of a T-step schedule into n sub-supernets the remaining
 T - s steps become n (T - s) optimiser steps; the children take turns (step t trains part
 (t - t0) mod n, t0 the split's optimiser step), and the schedule's clock advances 1/n per
-optimiser step, so each child sees the rest of the original learning-rate schedule. `shared`:
+optimiser step, so each child sees the rest of the original learning-rate schedule (after a
+last split with `reinit_children`, the same number of steps read from the schedule's start). `shared`:
 the sub-supernets share the remaining T - s steps, each step drawing one in proportion to the
 size of its space from (seed, step). The trainer asks `total_steps` for the loop's length and
 `schedule_step` for the schedule's position; both are pure functions of the split history.
@@ -44,16 +56,17 @@ from torch import nn
 from nas.core.arch import Arch, Value, arch_id
 from nas.core.errors import ArchError, ConfigError, int_problems
 from nas.core.registry import SAMPLERS, STRATEGIES
-from nas.core.rng import python_rng
+from nas.core.rng import derive_seed, python_rng
 from search_spaces.base import ArchSpace, Supernet
-from supernets.base import Restructure, StepIO, Strategy
+from supernets.base import Restructure, StepIO, Strategy, seeded_supernet
 from supernets import few_shot_budget as budget
 from supernets.few_shot_probe import OPTION_PATH, Decision, decide_split, probe_halves
 from supernets.gradient_matching import Metric
+from supernets.mixture import apply_mixture
 from supernets.one_shot import OneShotOptions, OneShotStrategy
 
 
-DEFAULT_AT = (0.5, 0.75)
+DEFAULT_AT = (20 / 90, 40 / 90)     # the authors' random-single-path commands (module docstring)
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,7 @@ class SplitOptions:
     metric: Metric = "cos"
     batches: int = 50                   # probe batches of each of the two probes
     edge_selection: Literal["max_cut", "random"] = "max_cut"
+    reinit_children: bool = True        # the last split's children start from fresh weights and LR schedule
 
     def __post_init__(self) -> None:
         problems = []
@@ -231,6 +245,22 @@ class FewShotStrategy(Strategy):
     def schedule_step(self, step: int, io: StepIO) -> float:
         return budget.schedule_position(self._segments(io), step)
 
+    def lr_step(self, step: int, io: StepIO) -> float:
+        """The schedule's position, counted from the last split once its children were
+        re-initialised (`split.reinit_children`)."""
+        segments = self._segments(io)
+        position = budget.schedule_position(segments, step)
+        last = segments[-1]
+        if self._reinitialised(len(segments) - 1) and step >= last.start:
+            return position - last.position
+        return position
+
+    def _reinitialised(self, split_count: int) -> bool:
+        """Whether the last of `split_count` splits has happened and re-initialised its children
+        (as its history records: a run resumed from before `reinit_children` existed keeps its rate)."""
+        return self.rounds == split_count and any(s["round"] == split_count - 1 and s.get("reinitialised")
+                                                  for s in self.history)
+
     def _budget_line(self, io: StepIO, segment: budget.Segment) -> str:
         remaining, schedule = io.schedule_steps - segment.position, io.schedule_steps
         if self.options.split.budget == "shared":
@@ -249,9 +279,13 @@ class FewShotStrategy(Strategy):
         halves = probe_halves(batches, self.options.split.batches)
         decisions = [d for d in (decide_split(self, index, halves, io) for index in range(len(self.parts)))
                      if d is not None]
-        copied = self._apply(decisions, round_index)
+        fresh = self.options.split.reinit_children and round_index == len(segments) - 2
+        copied = self._apply(decisions, round_index, fresh)
         self.rounds, self.segment_start = round_index + 1, step
         lines = [d.describe() for d in decisions] or [f"split round {round_index}: nothing left to split"]
+        if fresh and decisions:
+            lines.append("last split: children re-initialised (fresh weights, optimiser state and learning-rate "
+                         "schedule; split.reinit_children)")
         tag = f"round{round_index}/part"
         scalars = {"few_shot/sub_supernets": float(len(self.parts))}
         for d in decisions:
@@ -263,28 +297,42 @@ class FewShotStrategy(Strategy):
                                    for d in decisions for key, matrix in d.matrices.items()},
                            scalars=scalars)
 
-    def _apply(self, decisions: Sequence[Decision], round_index: int) -> dict[nn.Parameter, nn.Parameter]:
-        """Replace each decided part by its children (later parts first, so indices hold)."""
+    def _apply(self, decisions: Sequence[Decision], round_index: int,
+               fresh: bool = False) -> dict[nn.Parameter, nn.Parameter]:
+        """Replace each decided part by its children (later parts first, so indices hold); with
+        `fresh`, the children's weights and buffers are re-initialised and none is `copied`."""
         copied: dict[nn.Parameter, nn.Parameter] = {}
         for decision in sorted(decisions, key=lambda d: d.part, reverse=True):
             parent, route = self.parts[decision.part], self.routes[decision.part]
             children = []
-            for group in decision.groups:
+            for group_index, group in enumerate(decision.groups):
                 child_space = parent.space.restrict(decision.key, group)
                 supernet = copy.deepcopy(parent.supernet)
+                if fresh:
+                    supernet.load_state_dict(self._fresh_state(round_index, decision.part, group_index))
+                else:
+                    copied.update(zip(supernet.parameters(), parent.supernet.parameters()))
                 supernet.space = child_space
                 child = OneShotStrategy(child_space, self.options, *self._plugins, self.seed, supernet=supernet)
                 child.set_cache_dir(self._part_cache_dir(child_space))
                 supernet.set_active(child_space.max())   # the parent's last arch may lie outside
-                copied.update(zip(supernet.parameters(), parent.supernet.parameters()))
                 children.append(child)
             self.parts[decision.part:decision.part + 1] = children
             self.routes[decision.part:decision.part + 1] = [{**route, decision.key: tuple(g)} for g in decision.groups]
-        self.history += [d.plain(round_index) for d in decisions]
+        self.history += [{**d.plain(round_index), **({"reinitialised": True} if fresh else {})} for d in decisions]
         self.model.parts = nn.ModuleList([part.supernet for part in self.parts])
         self.model.active = 0
         self._sizes = [part.space.size() for part in self.parts]
         return copied
+
+    def _fresh_state(self, round_index: int, part: int, group: int) -> dict[str, torch.Tensor]:
+        """Weights and buffers of a newly initialised supernet of the whole space (with the
+        run's mixture, if any), seeded by (seed, round, part, group)."""
+        seed = derive_seed(self.seed, "few-shot-reinit", round_index, part, group)
+        supernet = seeded_supernet(self.space, seed)
+        if self.options.mixture is not None:
+            apply_mixture(supernet, self.options.mixture, seed)
+        return supernet.state_dict()
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -300,7 +348,7 @@ class FewShotStrategy(Strategy):
         splits = state.get("splits", [])
         for round_index in sorted({s["round"] for s in splits}):
             self._apply([Decision(s["part"], s["key"], tuple(tuple(g) for g in s["groups"]), s["cut"])
-                         for s in splits if s["round"] == round_index], round_index)
+                         for s in splits if s["round"] == round_index], round_index)   # weights load next
         self.history = [dict(s) for s in splits]      # as recorded (with the probes' agreement)
         self.rounds = state.get("rounds", 0)
         self.segment_start = state.get("segment_start", 0)

@@ -28,11 +28,19 @@ item is proportional to its normalised gradient norm. For paths:
    Per path and group, each value's norms are summed over the keys that took it and divided
    by their count, then folded into the running value `g <- (g + new) / 2` (the first
    observation sets it).
-3. At each epoch end, `ip = tau * g / sum(g) + (1 - tau) * uniform` per group, with
-   `tau = finished steps / total steps` (the paper's epoch / epochs; `StepIO.total_steps`); a
-   group whose g is all zero stays uniform, and a value with weights that no path has taken
-   yet counts with its group's mean g. A sampler that does not train every step (a few-shot
-   sub-supernet's) updates at its first step after the epoch end.
+3. At each epoch end, `ip = tau * g / sum(g) + (1 - tau) * uniform` per group, with `tau`
+   from `mix_schedule` (`mixing_weight`): `published` (the default), the authors' code
+   (ShunLu91/PA-DA, nasbench201/train_panda_201.py: tau = epoch / epochs is set before each
+   epoch and mixes the distribution drawn from in the next one), so at the end of epoch e
+   (from 0) of E, tau = e / E in steps: (steps done - one epoch) / total steps. The first two
+   epochs sample uniformly and tau never reaches 1. `shifted` (this project's former rule):
+   tau = steps done / total steps = (e + 1) / E. A group whose g is all zero stays uniform,
+   and a value with weights that no path has taken yet counts with its group's mean g. A
+   sampler that does not train every step (a few-shot sub-supernet's) updates at its first
+   step after the epoch end.
+   Left as they were (differences from the authors' code a reader may look for): their `g`
+   restarts from zero each epoch and their first fold halves the first norm (`(0 + new) / 2`);
+   here `g` carries over epochs and the first observation sets it.
 
 `sandwich: false` (the default, the paper's single path per step) trains `num_random` pada
 paths; `sandwich: true` trains max, `num_random` pada paths, then min. With several paths in a
@@ -44,7 +52,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import torch
 
@@ -62,9 +70,23 @@ Value = Any
 class PADAOptions:
     num_random: int = 1       # pada paths per step (between max and min with `sandwich`)
     sandwich: bool = False    # also train the max and min subnets every step
+    mix_schedule: Literal["published", "shifted"] = "published"   # tau at epoch e's end: e/E or (e+1)/E
 
     def __post_init__(self) -> None:
         check_int("num_random", self.num_random, 1)
+
+
+MixSchedule = Literal["published", "shifted"]
+
+
+def mixing_weight(epochs_done: int, steps_per_epoch: int, total_steps: int, schedule: MixSchedule) -> float:
+    """PA&DA's tau after `epochs_done` (>= 1) epochs of `steps_per_epoch` steps, of `total_steps`.
+
+    `published`: the authors' epoch / epochs with the finished epoch counted from 0, so the
+    first epoch end gives 0; `shifted`: steps done / total steps. Capped at 1.
+    """
+    epochs = epochs_done - 1 if schedule == "published" else epochs_done
+    return min(1.0, epochs * steps_per_epoch / total_steps)
 
 
 def group_name(key: str) -> str:
@@ -197,7 +219,7 @@ class PADASampler(Sampler):
             epochs = (feedback.step + 1) // io.steps_per_epoch
             if epochs > self.epochs_done:       # an epoch ended (since this sampler's last step)
                 self.epochs_done = epochs
-                self.update(min(1.0, epochs * io.steps_per_epoch / io.total_steps))
+                self.update(mixing_weight(epochs, io.steps_per_epoch, io.total_steps, self.options.mix_schedule))
 
     def update(self, tau: float) -> None:
         """`ip = tau * g / sum(g) + (1 - tau) * uniform` per group (uniform where g is all zero).

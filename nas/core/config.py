@@ -100,6 +100,15 @@ def _check_auto_augment(policy: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class PadaDataConfig:
+    """How `data.sampling: pada` weighs images (see `nas.engine.data.importance`); the defaults
+    are the PA&DA authors' code, the alternatives this project's former rules."""
+
+    mix_schedule: Literal["published", "shifted"] = "published"   # tau at the end of epoch e: e/E or (e+1)/E
+    undrawn_norm: Literal["zero", "keep"] = "zero"                 # an image the epoch did not draw: 0 or its last norm
+
+
+@dataclass(frozen=True)
 class DataConfig:
     name: Literal["fashion_mnist", "cifar10", "cifar100", "imagefolder"] = "fashion_mnist"
     root: str | None = None      # None: /usr/share/datasets/fashion-mnist for fashion_mnist
@@ -111,12 +120,15 @@ class DataConfig:
     workers: int = 4             # DataLoader worker processes of the streaming path (0: in-process)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     sampling: Literal["uniform", "pada"] = "uniform"   # pada: next epoch's images by importance (PA&DA)
+    pada: PadaDataConfig = field(default_factory=PadaDataConfig)   # settings of sampling: pada
 
     def __post_init__(self) -> None:
         problems = []
         if self.sampling == "pada" and self.streams:
             problems.append("sampling: pada draws each epoch's images from in-memory data; set data.in_memory: "
                             "true (Fashion-MNIST, CIFAR) or data.sampling: uniform")
+        if self.sampling != "pada" and self.pada != PadaDataConfig():
+            problems.append("pada: applies only with data.sampling: pada (this run samples uniformly); remove it")
         problems += int_problems(1, val_size=self.val_size)
         if self.train_size is not None and self.train_size < 1:
             problems.append(f"train_size: must be >= 1 or null, got {self.train_size}")

@@ -70,7 +70,7 @@ def test_p_data_sums_to_one_is_uniform_at_tau_zero_and_mixes_the_mean_norms():
 
 def test_resampling_keeps_the_epoch_length_draws_with_replacement_and_averages_repeats():
     n, b = 64, 8
-    importance = DataImportance(n, b, seed=3)
+    importance = DataImportance(n, b, seed=3, undrawn_norm="keep")
     assert torch.equal(importance.order(0), epoch_order(n, 3, 0))       # epoch 0: the plain permutation
     norms_of = torch.zeros(n, dtype=torch.float64)
     norms_of[:8] = 1.0                                                  # eight hard images
@@ -95,7 +95,8 @@ def test_resampling_keeps_the_epoch_length_draws_with_replacement_and_averages_r
 
 def test_images_never_drawn_count_with_the_mean_norm_and_the_source_follows_the_order():
     splits = load_dataset("fashion_mnist", val_size=64, train_size=40)
-    config = load_config({**tiny_config(space="cell201"), "data": {"name": "fashion_mnist", "sampling": "pada"},
+    config = load_config({**tiny_config(space="cell201"), "data": {"name": "fashion_mnist", "sampling": "pada",
+                                                                   "pada": {"undrawn_norm": "keep"}},
                           "train": {"batch_size": 8, "steps": 10, "epochs": None}})
     source = in_memory_source(splits)
     importance = data_importance(config, source)
@@ -111,6 +112,52 @@ def test_images_never_drawn_count_with_the_mean_norm_and_the_source_follows_the_
     labels = [y for _, y in source.train_batches(8, config.train.seed, 1)]
     assert torch.equal(torch.cat(labels), splits.train_labels[order[:40]])
     assert data_importance(load_config(tiny_config(space="cell201")), source) is None
+
+
+def _train_epoch(importance: DataImportance, epoch: int, norms_of: torch.Tensor, total_steps: int) -> None:
+    """Record `norms_of[i]` for every image i of each step of `epoch`, ending each step."""
+    per_epoch = importance.num_images // importance.batch_size
+    for step in range(per_epoch):
+        index = importance.order(epoch)[step * importance.batch_size:(step + 1) * importance.batch_size]
+        importance.record(epoch, step, norms_of[index].float())
+        importance.after_step(epoch * per_epoch + step + 1, per_epoch, total_steps)
+
+
+def test_published_defaults_draw_the_second_epoch_uniformly_and_zero_the_images_an_epoch_missed():
+    n, b, epochs = 64, 8, 4
+    total = epochs * n // b
+    norms_of = torch.linspace(0.05, 1.4, n, dtype=torch.float64).float().double()
+    importance = DataImportance(n, b, seed=5)        # mix_schedule published, undrawn_norm zero
+    _train_epoch(importance, 0, norms_of, total)
+    assert importance.tau == 0.0                     # epoch 0 of 4 ended: 0 / 4
+    assert torch.equal(importance.probs, torch.full((n,), 1 / n, dtype=torch.float64))
+    order = importance.order(1)
+    missed = [i for i in range(n) if i not in set(order.tolist())]
+    assert missed                                    # n draws with replacement miss some images
+    _train_epoch(importance, 1, norms_of, total)
+    assert importance.tau == 1 / epochs
+    expected = [0.0 if i in missed else norms_of[i].item() for i in range(n)]
+    total_norm = sum(expected)
+    expected_p = [0.25 * x / total_norm + 0.75 / n for x in expected]
+    assert importance.probs.tolist() == pytest.approx(expected_p, rel=1e-12)
+    assert all(importance.probs[i].item() == pytest.approx(0.75 / n) for i in missed)
+
+
+def test_the_former_rules_stay_available_as_shifted_and_keep():
+    n, b, epochs = 64, 8, 4
+    total = epochs * n // b
+    norms_of = torch.linspace(0.05, 1.4, n, dtype=torch.float64).float().double()
+    importance = DataImportance(n, b, seed=5, mix_schedule="shifted", undrawn_norm="keep")
+    _train_epoch(importance, 0, norms_of, total)
+    assert importance.tau == 1 / epochs             # (e + 1) / E
+    _train_epoch(importance, 1, norms_of, total)
+    assert importance.tau == 2 / epochs
+    assert torch.equal(importance.norms, norms_of)   # every image keeps its norm, drawn in epoch 1 or not
+    assert importance.probs.tolist() == pytest.approx((0.5 * norms_of / norms_of.sum() + 0.5 / n).tolist(), rel=1e-12)
+    config = load_config({"space": "cell201", "data": {"sampling": "pada",
+                                                       "pada": {"mix_schedule": "shifted", "undrawn_norm": "keep"}}})
+    made = data_importance(config, in_memory_source(load_dataset("fashion_mnist", val_size=64, train_size=40)))
+    assert (made.mix_schedule, made.undrawn_norm) == ("shifted", "keep")
 
 
 def _rank_job(rank: int, store: str, out: dict) -> None:
@@ -149,9 +196,9 @@ def _training_rank_job(rank: int, store: str, out: dict) -> None:
 def test_two_gloo_ranks_training_with_pada_paths_and_data_agree(tmp_path):
     out = two_gloo_ranks(_training_rank_job, tmp_path)
     (data0, paths0, params0), (data1, paths1, params1) = out[0], out[1]
-    assert all(torch.equal(data0[k], data1[k]) for k in data0 if k != "tau") and data0["tau"] == data1["tau"] == 0.8
+    assert all(torch.equal(data0[k], data1[k]) for k in data0 if k != "tau") and data0["tau"] == data1["tau"] == 0.4
     assert data0["counts"].sum() == 2 * 64       # the two steps of epoch 2 so far, both ranks' rows
-    assert all(torch.equal(a, b) for a, b in zip(paths0["ip"], paths1["ip"])) and paths0["tau"] == 0.8
+    assert all(torch.equal(a, b) for a, b in zip(paths0["ip"], paths1["ip"])) and paths0["tau"] == 0.4   # epoch 1 of 10 / 4 ended
     assert torch.equal(params0, params1)
 
 
@@ -160,7 +207,7 @@ def test_resumed_run_with_data_sampling_matches_an_uninterrupted_one(tmp_path, m
     assert a["step"] == b["step"] == 12
     assert all(torch.equal(value, b["model"][key]) for key, value in a["model"].items())
     da, db = a["data_sampling"], b["data_sampling"]
-    assert da.keys() == db.keys() and da["tau"] == db["tau"] == 1.0
+    assert da.keys() == db.keys() and da["tau"] == db["tau"] == 8 / 12
     assert all(torch.equal(da[k], db[k]) for k in da if k != "tau")
     assert da["known"].all() and not torch.allclose(da["probs"], torch.full((256,), 1 / 256, dtype=torch.float64))
 
@@ -173,6 +220,11 @@ def test_bad_settings_are_one_line_errors_naming_data_sampling():
     assert "\n" not in str(error.value)
     with pytest.raises(ConfigError, match=r"data\.sampling: .*choose one of 'uniform', 'pada'"):
         load_config({"space": "cell201", "data": {"sampling": "importance"}})
+    with pytest.raises(ConfigError, match=r"data\.pada\.undrawn_norm: last is not allowed; choose one of 'zero', 'keep'"):
+        load_config({"space": "cell201", "data": {"sampling": "pada", "pada": {"undrawn_norm": "last"}}})
+    with pytest.raises(ConfigError, match=r"data\.pada: applies only with data\.sampling: pada") as error:
+        load_config({"space": "cell201", "data": {"pada": {"mix_schedule": "shifted"}}})
+    assert "\n" not in str(error.value)
     importance = DataImportance(8, 4, seed=0)
     with pytest.raises(ConfigError, match=r"data\.sampling: pada needs the logits of a trained path, and step 0"):
         importance.after_step(1, 2, 4)      # the strategy handed no logits

@@ -15,6 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from nas import api, cli
 from nas.core.config import load_config
 from nas.core.errors import ConfigError
+from nas.core.rng import derive_seed
 from nas.engine.data.datasets import load_dataset
 from nas.engine.run_dir import RunDir
 from nas.engine.training.schedule import build_scheduler
@@ -225,11 +226,22 @@ def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path, c
     assert "2 sub-supernets:" in capsys.readouterr().out
 
 
+def test_default_splits_are_the_authors_20_and_40_of_90_epochs_with_fresh_last_children():
+    options = SplitOptions()
+    assert options.split_steps(900, 10) == [200, 400] and options.reinit_children is True
+    for name in ("fashion_mnist_cell201_gm", "fashion_mnist_mbv3_gm"):
+        split = load_config(name).strategy.options.split
+        assert split.split_steps(1800, 1) == [399, 799] and split.reinit_children is True   # 0.2222, 0.4444
+
+
 def test_bad_split_options_name_their_key():
     with pytest.raises(ConfigError, match=r"strategy\.(options\.)?split\.at_epochs: must be increasing"):
         _config(split={"at_epochs": [2, 1]})
     with pytest.raises(ConfigError, match=r"strategy\.(options\.)?split\.metric"):
         _config(split={"metric": "cosine"})
+    with pytest.raises(ConfigError, match=r"strategy\.(options\.)?split\.reinit_children") as error:
+        _config(split={"reinit_children": "final"})
+    assert "\n" not in str(error.value)
 
 
 def test_a_sampler_fitted_to_one_space_is_refused_by_name():
@@ -271,8 +283,9 @@ def _train_recording(config, splits, root, monkeypatch):
     return trainer, trained, lrs
 
 
-def test_per_child_budget_gives_every_child_the_rest_of_the_schedule(splits, tmp_path, monkeypatch):
-    config = _config(split={"at": [0.5, 0.75]}, steps=8)          # T = 8: splits after schedule steps 4 and 6
+@pytest.mark.parametrize("reinit", [True, False])
+def test_per_child_budget_gives_every_child_the_rest_of_the_schedule(splits, tmp_path, monkeypatch, reinit):
+    config = _config(split={"at": [0.5, 0.75], "reinit_children": reinit}, steps=8)   # T = 8: splits after 4 and 6
     trainer, trained, lrs = _train_recording(config, splits, tmp_path, monkeypatch)
     strategy = trainer.strategy
     assert len(strategy.parts) == 4
@@ -283,17 +296,62 @@ def test_per_child_budget_gives_every_child_the_rest_of_the_schedule(splits, tmp
                   for lo, hi in ((0, 4), (4, 8), (8, 16))]
     assert [sorted(c.values()) for c in by_segment] == [[4], [2, 2], [2, 2, 2, 2]]   # each: the remaining steps
     assert set(by_segment[2]) == {id(part) for part in strategy.parts}
-    # the learning rate follows the original 8-step schedule: the clock advances 1/parts a step
+    # the learning rate follows the original 8-step schedule: the clock advances 1/parts a step;
+    # re-initialised children read it again from its start (the authors' fresh scheduler)
     reference = build_scheduler(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.05), config.train, 8)
 
     def lr_at(position):
         reference.step_update(position)
         return reference.optimizer.param_groups[0]["lr"]
 
-    positions = [t for t in range(4)] + [4 + (t - 4) / 2 for t in range(4, 8)] + [6 + (t - 8) / 4 for t in range(8, 16)]
+    restart = 0 if reinit else 6
+    positions = ([t for t in range(4)] + [4 + (t - 4) / 2 for t in range(4, 8)]
+                 + [restart + (t - 8) / 4 for t in range(8, 16)])
     assert lrs == pytest.approx([lr_at(p) for p in positions], rel=1e-12)
     checkpoint = torch.load(trainer.run.checkpoints / "last.pt", weights_only=True)
     assert checkpoint["epoch"] == 2 and checkpoint["total_steps"] == 16
+
+
+def _fresh_supernet_state(space, seed: int) -> dict:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return space.build_supernet().state_dict()
+
+
+def _has_momentum(trainer, part) -> list[bool]:
+    return [p in trainer.optimizer.state for p in part.supernet.parameters() if p.requires_grad]
+
+
+@pytest.mark.parametrize("reinit", [True, False])
+def test_only_the_last_split_reinitialises_its_children(splits, tmp_path, reinit):
+    config = _config(split={"at": [0.5, 0.75], "reinit_children": reinit}, steps=8)   # splits after steps 4 and 8
+    trainer = _trainer(config, splits, tmp_path)
+    for step in range(4):
+        trainer.train_one_step(*_batch(splits, step))
+    first, second = trainer.strategy.parts              # the first split: copies of one parent, with momentum
+    a, b = first.supernet.state_dict(), second.supernet.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert all(_has_momentum(trainer, first)) and all(_has_momentum(trainer, second))
+    for step in range(4, 7):
+        trainer.train_one_step(*_batch(splits, step))
+    before = [{k: v.clone() for k, v in part.supernet.state_dict().items()} for part in trainer.strategy.parts]
+    trainer.train_one_step(*_batch(splits, 7))          # the last split follows this step
+    parts = trainer.strategy.parts
+    assert len(parts) == 4 and trainer.strategy.rounds == 2
+    assert [bool(s.get("reinitialised")) for s in trainer.strategy.history] == [False, reinit, reinit]
+    states = [part.supernet.state_dict() for part in parts]
+    for index, part in enumerate(parts):
+        parent, group = divmod(index, 2)
+        if reinit:     # seeded by (seed, round 1, parent, group): four different fresh supernets
+            expected = _fresh_supernet_state(trainer.strategy.space,
+                                             derive_seed(config.train.seed, "few-shot-reinit", 1, parent, group))
+        else:          # copies of their parent (parent 0 did not train step 7; parent 1 did)
+            expected = before[0] if parent == 0 else states[2 * parent]
+        assert states[index].keys() == expected.keys()
+        assert all(torch.equal(states[index][k], expected[k]) for k in expected), index
+        assert not any(_has_momentum(trainer, part)) if reinit else all(_has_momentum(trainer, part))
+    first_weight = [next(iter(part.supernet.parameters())) for part in parts]
+    assert reinit != torch.equal(first_weight[0], first_weight[1])
 
 
 def test_shared_budget_keeps_the_schedule_s_length(splits, tmp_path, monkeypatch):

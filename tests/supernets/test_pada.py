@@ -134,28 +134,37 @@ def test_entangled_values_get_the_norm_of_their_keys_parameters_and_the_rest_the
     assert sampler.g[resolution].tolist() == [0.0, pytest.approx(norms[-1].item())]
 
 
-def test_distribution_moves_to_the_larger_gradient_norm_and_weightless_ops_vanish_as_tau_nears_one():
-    strategy = api.build_strategy(_config())
+@pytest.mark.parametrize("schedule", ["published", "shifted"])
+def test_distribution_moves_to_the_larger_gradient_norm_and_weightless_ops_vanish_as_tau_nears_one(schedule):
+    strategy = api.build_strategy(_config("cell201", f"strategy.sampler.mix_schedule={schedule}"))
     sampler, supernet = strategy.sampler, strategy.supernet
     _plant(supernet, {"conv_1x1": 0.05, "conv_3x3": 0.5})
     per_epoch, epochs = 4, 4
     io = _io(per_epoch, per_epoch * epochs)
-    trajectory = []
+    trajectory, taus = [], []
     for step in range(per_epoch * epochs):
         slots = sampler.slots(step)
         sampler.observe(StepFeedback(step, slots, [0.0], None, io, strategy.subnet_for))
         if (step + 1) % per_epoch == 0:
             trajectory.append(dict(zip(OPS, sampler.ip[0].tolist())))
+            taus.append(sampler.tau)
+    # the authors' tau is epoch / epochs with the epoch that just ended counted from 0
+    finished = range(epochs) if schedule == "published" else range(1, epochs + 1)
+    assert taus == [e / epochs for e in finished]
     assert [p["conv_3x3"] for p in trajectory] == sorted(p["conv_3x3"] for p in trajectory)
-    assert all(p["conv_3x3"] > p["conv_1x1"] for p in trajectory)
+    moved = trajectory[1:] if schedule == "published" else trajectory
+    assert all(p["conv_3x3"] > p["conv_1x1"] for p in moved)
+    if schedule == "published":      # epoch 1 is drawn uniformly too
+        assert trajectory[0] == pytest.approx(dict.fromkeys(OPS, 0.25), abs=1e-15)
     weightless = [p["none"] + p["skip_connect"] for p in trajectory]
-    assert weightless == sorted(weightless, reverse=True) and weightless[-1] == 0.0   # tau = 1 at the end
-    assert sampler.tau == 1.0 and sampler.logs()["pada/tau"] == 1.0
+    assert weightless == pytest.approx([(1 - tau) * 2 / 4 for tau in taus], abs=1e-12)   # g = 0 for them
+    assert weightless[-1] == (0.125 if schedule == "published" else 0.0)
+    assert sampler.logs()["pada/tau"] == taus[-1]
     assert sampler.logs()["pada/p_edge*<-*=conv_3x3"] == trajectory[-1]["conv_3x3"]
 
 
 def test_a_sampler_that_missed_the_epoch_end_updates_at_its_next_step():
-    strategy = api.build_strategy(_config())
+    strategy = api.build_strategy(_config("cell201", "strategy.sampler.mix_schedule=shifted"))
     sampler = strategy.sampler
     _plant(strategy.supernet, {"conv_1x1": 0.05, "conv_3x3": 0.5})
     io = _io(4, 16)
@@ -171,7 +180,7 @@ def test_resumed_pada_run_matches_an_uninterrupted_one(tmp_path, monkeypatch):
     assert a["step"] == b["step"] == 12
     assert all(torch.equal(value, b["model"][key]) for key, value in a["model"].items())
     sa, sb = a["strategy"]["sampler"], b["strategy"]["sampler"]
-    assert sa["tau"] == sb["tau"] == 1.0      # updated at steps 4, 8 (0.67 at the stop) and 12
+    assert sa["tau"] == sb["tau"] == 8 / 12   # updated at steps 4 (0), 8 (1/3 at the stop) and 12 (2/3)
     for name in ("ip", "g", "counts"):
         assert all(torch.equal(x, y) for x, y in zip(sa[name], sb[name])), name
     assert not torch.equal(sa["ip"][0], torch.full((4,), 0.25, dtype=torch.float64))   # it moved
@@ -181,7 +190,8 @@ def test_bad_options_are_one_line_errors_naming_the_key():
     base = {"space": "cell201", "strategy": {"sampler": {"name": "pada"}}}
     assert load_config(base).strategy.sampler.options == PADAOptions()
     for key, value, message in [("num_random", 0, "num_random: must be an integer >= 1"),
-                                ("sandwhich", True, "sandwhich: unknown")]:
+                                ("sandwhich", True, "sandwhich: unknown"),
+                                ("mix_schedule", "linear", "mix_schedule: linear is not allowed; choose one of 'published', 'shifted'")]:
         with pytest.raises(ConfigError, match=rf"strategy\.sampler\.options\.{message}") as error:
             load_config(base, [f"strategy.sampler.{key}={value}"])
         assert "\n" not in str(error.value)

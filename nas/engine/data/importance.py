@@ -12,10 +12,15 @@ the logits z is `softmax(z) - y`, so its norm costs no extra backward pass.
   fills its own rows of a batch-sized vector), then added per image index with a count; so
   every rank holds the same sums at every step, and a checkpoint rank 0 writes mid-epoch is
   every rank's state (the per-image sums of the paper's epoch, all-reduced step by step).
-- Epoch end: an image's norm is the mean of its norms in the epoch (repeats averaged); an
-  image the epoch did not draw keeps its last norm, one never drawn yet counts with the mean
-  of the known ones. `p = tau * norm / sum(norm) + (1 - tau) / n`, `tau = steps done / total
-  steps` (the paper's epoch / epochs).
+- Epoch end: an image's norm is the mean of its norms in the epoch (repeats averaged). An
+  image the epoch did not draw gets norm 0 under `data.pada.undrawn_norm: zero` (the default,
+  as the authors' code, ShunLu91/PA-DA nasbench201/train_panda_201.py, which rebuilds the norms
+  from zeros each epoch): next epoch it is drawn only through the uniform part. `keep` (the
+  former rule): it keeps its last norm, and one never drawn yet counts with the mean of the
+  known ones. `p = tau * norm / sum(norm) + (1 - tau) / n`, tau from `data.pada.mix_schedule`
+  (`supernets.pada.mixing_weight`: `published` e / E at the end of epoch e counted from 0,
+  so epoch 1 is drawn uniformly too; `shifted` (e + 1) / E). Left as it was: the authors
+  average an image's repeats pairwise as they come (`(old + new) / 2`), here their mean.
 - Order: epoch 0 is the plain seeded permutation; every later epoch is n draws with
   replacement from its `p` (a generator seeded by (seed, epoch)), so the epoch length is
   unchanged. Losses are not re-weighted (as the paper's code).
@@ -25,7 +30,7 @@ resumed mid-epoch continues bit-exactly. Needs in-memory data (checked by `DataC
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 import torch.distributed as dist
@@ -36,6 +41,7 @@ from nas.core.errors import ConfigError
 from nas.core.rng import torch_generator
 from nas.engine.data.batches import epoch_order
 from nas.engine.data.sources import DataSource, InMemorySource
+from supernets.pada import MixSchedule, mixing_weight
 
 
 def example_norms(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -58,8 +64,10 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
 class DataImportance:
     """Per-image gradient norms of a run and the epoch orders drawn from them (module docstring)."""
 
-    def __init__(self, num_images: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, num_images: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
+                 mix_schedule: MixSchedule = "published", undrawn_norm: Literal["zero", "keep"] = "zero"):
         self.num_images, self.batch_size, self.seed = num_images, batch_size, seed
+        self.mix_schedule, self.undrawn_norm = mix_schedule, undrawn_norm
         self.rank, self.world_size = rank, world_size
         self.sums = torch.zeros(num_images, dtype=torch.float64)     # this epoch's norms per image
         self.counts = torch.zeros(num_images, dtype=torch.float64)
@@ -108,14 +116,18 @@ class DataImportance:
                               f"uniform")
         self.recorded = False
         if done % steps_per_epoch == 0:
-            self.end_epoch(min(1.0, done / total_steps))
+            self.end_epoch(mixing_weight(done // steps_per_epoch, steps_per_epoch, total_steps, self.mix_schedule))
 
     def end_epoch(self, tau: float) -> None:
         """The next epoch's `p` from this epoch's mean norms, mixed with uniform by `tau`."""
         seen = self.counts > 0
+        if self.undrawn_norm == "zero":
+            self.norms.zero_()
         self.norms[seen] = self.sums[seen] / self.counts[seen]
         self.known |= seen
-        norms = torch.where(self.known, self.norms, self.norms[self.known].mean()) if self.known.any() else self.norms
+        norms = self.norms
+        if self.undrawn_norm == "keep" and self.known.any():
+            norms = torch.where(self.known, self.norms, self.norms[self.known].mean())
         total = norms.sum()
         uniform = torch.full_like(norms, 1.0 / self.num_images)
         self.probs = tau * norms / total + (1 - tau) * uniform if total > 0 else uniform
@@ -151,6 +163,7 @@ def data_importance(config: RunConfig, source: DataSource, rank: int = 0, world_
     if config.data.sampling != "pada":
         return None
     check_sampling(config, source)
-    importance = DataImportance(source.num_train, config.train.batch_size, config.train.seed, rank, world_size)
+    importance = DataImportance(source.num_train, config.train.batch_size, config.train.seed, rank, world_size,
+                                config.data.pada.mix_schedule, config.data.pada.undrawn_norm)
     source.order_for = importance.order
     return importance

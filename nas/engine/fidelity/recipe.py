@@ -11,7 +11,7 @@ run config, e.g.::
 
 `digest` names a recipe in ground-truth caches: settings that cannot change the trained weights
 (`train.threads`, `train.checkpoint`, `train.log_every`, and how batches are read:
-`data.in_memory`, `data.workers`; `data.sampling` too, as standalone training always reads its
+`data.in_memory`, `data.workers`; `data.sampling` and `data.pada` too, as standalone training always reads its
 epochs in plain seeded order) are left out of it, and so are the augmentation options
 beyond crop and flip (timm per-image transforms, mixup/cutmix) while they keep their defaults,
 so ground truths cached before those options existed remain valid.
@@ -34,7 +34,7 @@ from nas.engine.training.schedule import capped_warmup
 SECTIONS = ("train", "data")
 DEFAULT_LABEL_SMOOTHING = 0.1
 _NOT_HASHED = ("threads", "checkpoint", "log_every")
-_DATA_NOT_HASHED = ("in_memory", "workers", "sampling")
+_DATA_NOT_HASHED = ("in_memory", "workers", "sampling", "pada")
 _ALWAYS_HASHED_AUGMENT = ("crop_padding", "hflip")
 _LENGTH = ("epochs", "steps")
 # How `nas.engine.training.schedule` shapes the rate; part of the digest, so trainings made under an

@@ -326,7 +326,7 @@ class Trainer:
     def train_one_step(self, images: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
         """One optimiser step: the strategy's passes, clipping, the update, the LR schedule."""
         io = self.step_io()
-        self.scheduler.step_update(self.strategy.schedule_step(self.state.step, io))
+        self.scheduler.step_update(self.strategy.lr_step(self.state.step, io))
         self.optimizer.zero_grad(set_to_none=True)
         self.model.train()
         logs = self.strategy.train_step(images, labels, self.state.step, io)
