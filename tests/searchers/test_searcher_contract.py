@@ -17,12 +17,12 @@ import pytest
 from nas.core.arch import arch_id
 from nas.core.registry import SEARCHERS
 from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, parse_searcher_options, run_search
-from tests.conftest import check_contract_coverage
+from tests.conftest import check_contract_coverage, shipped_names
 from tests.searchers.stub import MAX_MACS, StubEvaluator, small_space, target_arch, untrained_generator
 from tests.searchers.stub import search_dir  # noqa: F401  (fixture)
 
 SKIP: dict[str, str] = {}      # searcher -> why it cannot run in this suite
-CONTRACT = [name for name in SEARCHERS.names() if name not in SKIP]
+CONTRACT = [name for name in shipped_names(SEARCHERS) if name not in SKIP]
 
 
 @pytest.fixture(scope="module")
