@@ -83,7 +83,7 @@ def test_outputs_statistics_and_a_fresh_standalone_model(runs, capsys):
         assert r["standalone_test_top1"] == pytest.approx(sum(r["standalone_test_top1_seeds"]) / 2)
         assert r["gap_points"] == pytest.approx(100 * (r["standalone_test_top1"] - r["supernet_test_top1"]), abs=1e-3)
     low = by_id[arch_id(run.space.min())]
-    assert low["supernet_test_top1"] == api.evaluate(run, run.space.min(), "test")["top1"]
+    assert low["supernet_test_top1"] == api.evaluate(run, run.space.min(), "test").top1
     assert (out / "scatter.png").read_bytes()[:4] == b"\x89PNG" and list((out / "tb").glob("events.*"))
     # the standalone result is a fresh supernet's export trained alone, not the run's weights
     truth = Path(printed["ground_truth"])
@@ -241,7 +241,7 @@ def test_search_on_a_real_supernet_never_loses_to_the_min_subnet(runs, tmp_path)
     records = _lines(tmp_path / "search" / "results.jsonl")
     assert records[0]["arch_id"] == arch_id(run.space.min()) and records[0]["anchor"] is True
     assert len(records) == 3 and arch_id(run.space.max()) not in {r["arch_id"] for r in records}
-    assert result.val_top1 >= api.evaluate(run, "min", "val")["top1"]
+    assert result.val_top1 >= api.evaluate(run, "min", "val").top1
     shutil.rmtree(tmp_path / "search")
 
 

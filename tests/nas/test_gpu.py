@@ -40,8 +40,8 @@ def test_cuda_run_passes_epoch_ends_and_evaluates_like_the_cpu(tmp_path):
     on_cuda = api.load_run(run.dir.root, checkpoint="best.pt", device="cuda")
     assert next(on_cuda.strategy.model.parameters()).device.type == "cuda"
     for role, arch in on_cpu.strategy.monitored_archs().items():
-        cpu = api.evaluate(on_cpu, arch)["top1"]
-        cuda = api.evaluate(on_cuda, arch)["top1"]
+        cpu = api.evaluate(on_cpu, arch).top1
+        cuda = api.evaluate(on_cuda, arch).top1
         assert abs(cpu - record[f"val_top1_{role}"]) <= 0.01 and abs(cpu - cuda) <= 0.01, (role, cpu, cuda)
 
 

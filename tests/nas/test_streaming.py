@@ -198,7 +198,7 @@ def test_streamed_run_evaluates_what_in_memory_evaluates(tmp_path, tree):
         api.train(config, name=name, runs_dir=tmp_path, progress=False, device="cpu")
         run = api.load_run(name, tmp_path, device="cpu")
         assert run.data.streams is not in_memory
-        results[in_memory] = [api.evaluate(run, arch, "test")["top1"] for arch in ("min", "max")]
+        results[in_memory] = [api.evaluate(run, arch, "test").top1 for arch in ("min", "max")]
         weights = load_checkpoint(run.checkpoint)["model"]
         results[f"w{in_memory}"] = torch.cat([v.flatten().float() for v in weights.values()])
     assert results[True] == results[False]
