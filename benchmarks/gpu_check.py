@@ -57,7 +57,7 @@ def train_one_epoch(out: Path, device: str) -> tuple[object, dict]:
     seconds = time.perf_counter() - start
     epoch = json.loads(run_dir.metrics.read_text().splitlines()[-1])
     run = api.load_run(run_dir.root, device=device)
-    test = {arch: api.evaluate(run, arch, "test")["top1"] for arch in ("min", "max")}
+    test = {arch: api.evaluate(run, arch, "test").top1 for arch in ("min", "max")}
     figures = {"train_s": seconds, "steps": run.step, "epoch_end": epoch, "test_top1": test}
     print(f"train 1 epoch on {device}: {seconds:.1f} s for {run.step} steps (evaluation included); "
           f"test top-1 min {test['min']:.4f}, max {test['max']:.4f}", flush=True)
