@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from estimators import Estimator
+from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, Estimator
 from nas import api, cli
 from nas.core.arch import arch_id
 from nas.core.config import load_config
@@ -500,13 +500,13 @@ def test_init_seeds_get_their_own_folder_and_are_recorded(runs, tmp_path, capsys
         summary = json.loads((folder / "summary.json").read_text())
         for recorded in (settings, summary):
             assert (recorded["init_seeds"], recorded["estimator_batches"], recorded["estimator_batch_size"],
-                    recorded["selection_seed"]) == (seeds, api.ESTIMATOR_BATCHES, api.ESTIMATOR_BATCH_SIZE, 0)
+                    recorded["selection_seed"]) == (seeds, ESTIMATOR_BATCHES, ESTIMATOR_BATCH_SIZE, 0)
     scores = [[r["estimators"]["naswot"] for r in _lines(folder / "results.jsonl")] for folder in (default, one)]
     run = api.load_run("tiny", copy)
     from estimators import EstimatorContext, build_estimator
     context = EstimatorContext(run.space, init_seeds=1, seed=0,
-                               batches=run.data.sample_batches("train", api.ESTIMATOR_BATCHES,
-                                                               api.ESTIMATOR_BATCH_SIZE, 0))
+                               batches=run.data.sample_batches("train", ESTIMATOR_BATCHES,
+                                                               ESTIMATOR_BATCH_SIZE, 0))
     archs = [r["arch"] for r in _lines(one / "results.jsonl")]
     assert scores[1] == pytest.approx(build_estimator("naswot").scores(archs, context))
     assert scores[0] != scores[1]
