@@ -46,7 +46,7 @@ from nas.engine.run import (
     standalone_model,
 )
 from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, open_run
-from nas.search_api import latency_table, resolve_budget, search
+from nas.search_api import format_search_summary, latency_table, resolve_budget, search, search_summary
 
 if TYPE_CHECKING:
     from nas.engine.results import FidelityResult
@@ -54,9 +54,11 @@ if TYPE_CHECKING:
 
 __all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "GenerateResult", "GroundTruthResult", "Run",
            "TrainSummary", "arch_generator", "build_space", "build_strategy", "build_supernet", "evaluate",
-           "export_subnet", "fidelity", "format_fidelity_summary", "format_space_summary", "generate",
+           "export_subnet", "fidelity", "format_fidelity_summary", "format_search_summary", "format_space_summary",
+           "generate",
            "ground_truth", "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights",
-           "resolve_arch", "resume_config", "run_name", "run_space_summary", "search", "space_summary",
+           "resolve_arch", "resume_config", "run_name", "run_space_summary", "search", "search_summary",
+           "space_summary",
            "standalone_model", "train", "train_summary"]
 
 
