@@ -216,7 +216,7 @@ def _say_if_min(run: Run, result: SearchResult) -> None:
         ranked = sorted(result.finalists["finalists"], key=lambda r: (-r["finalist_top1"], r["rank"]))
         value, how = (lambda r: f"{r['finalist_top1']:.4f}"), "finalist val top-1"
     else:
-        ranked = sorted(result.trials, key=lambda r: (-r["score_value"], r["trial"]))
+        ranked = sorted(result.trials, key=lambda r: (-r["score_value"], r["macs"], r["trial"]))
         value, how = (lambda r: f"{r['score_value']:.6g}"), f"{result.score} score"
     others = [r for r in ranked if r["arch_id"] != result.arch_id]
     line = f"the answer is the min subnet {result.arch_id} ({how} {value(ranked[0])}, MACs {format_amount(result.macs)})"

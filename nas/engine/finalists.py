@@ -104,9 +104,10 @@ def _train_batches(data: Any, batch_size: int, seed: int, steps: int):
 
 
 def pick_finalists(records: Sequence[Record], k: int) -> list[Record]:
-    """The `k` best records by `score_value` (ties: the earlier trial), one per arch."""
+    """The `k` best records by `score_value` (ties as the search's best: fewer MACs, then the
+    earlier trial), one per arch."""
     seen: dict[str, Record] = {}
-    for record in sorted(records, key=lambda r: (-r["score_value"], r["trial"])):
+    for record in sorted(records, key=lambda r: (-r["score_value"], r["macs"], r["trial"])):
         seen.setdefault(record["arch_id"], record)
     return list(seen.values())[:k]
 

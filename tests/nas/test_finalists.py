@@ -66,7 +66,7 @@ def test_a_planted_bias_for_the_min_subnet_is_corrected_by_truthful_finalists(tr
     capsys.readouterr()
     result = _search(run, tmp_path / "corrected", finalists=3)
     records = _lines(tmp_path / "corrected" / "results.jsonl")
-    top3 = sorted(records, key=lambda r: (-r["score_value"], r["trial"]))[:3]
+    top3 = sorted(records, key=lambda r: (-r["score_value"], r["macs"], r["trial"]))[:3]
     expected = max(top3, key=lambda r: truth(run.space, r["arch"]))
     assert len(records) == 9 and top3[0]["arch_id"] == arch_id(run.space.min())
     assert result.arch_id == expected["arch_id"] != arch_id(run.space.min())
@@ -89,7 +89,7 @@ def test_the_min_subnet_answer_is_said_in_one_line_with_the_runner_up(trained, f
     result = _search(run, tmp_path / "s")
     err = capsys.readouterr().err
     records = _lines(tmp_path / "s" / "results.jsonl")
-    second = sorted(records, key=lambda r: (-r["score_value"], r["trial"]))[1]
+    second = sorted(records, key=lambda r: (-r["score_value"], r["macs"], r["trial"]))[1]
     low = run.space.min()
     lines = [line for line in err.splitlines() if "min subnet" in line]
     assert result.arch_id == arch_id(low) and len(lines) == 1

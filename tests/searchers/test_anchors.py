@@ -1,4 +1,6 @@
-"""Anchors: the archs the strategy trains at every step are evaluated first by every searcher."""
+"""Archs queued first (`SearchPlan.anchors`): evaluated first by every searcher when queued, and
+nothing queued by default, so the min and max subnets compete like any candidate (`nas.search`
+queues none: tests/nas/test_fidelity.py checks it on a sandwich-trained run)."""
 from __future__ import annotations
 
 import json
@@ -54,7 +56,19 @@ def test_feasible_anchors_come_first_marked_and_inside_the_trial_count(space, se
 
 
 @pytest.mark.parametrize("name", SEARCHERS)
-def test_a_search_never_returns_worse_than_a_feasible_anchor(space, search_dir, name):
+def test_without_queued_archs_the_min_subnet_is_evaluated_only_when_proposed(space, search_dir, name):
+    """The stub scores the min arch best, yet nothing evaluates it first: 5 evaluations of the
+    478 feasible archs do not meet it, and the answer is the best of what the searcher proposed (ties: fewer MACs)."""
+    low = space.min()
+    result, evaluate = _search(space, search_dir, name, 5, low, [])
+    records = _records(search_dir)
+    assert arch_id(low) not in evaluate.calls and not any("anchor" in r for r in records)
+    assert result.arch_id == max(records, key=lambda r: (r["val_top1"], -r["macs"], -r["trial"]))["arch_id"] != arch_id(low)
+    assert json.loads((search_dir / "summary.json").read_text())["anchors"] == []
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_a_search_never_returns_worse_than_a_queued_arch(space, search_dir, name):
     """The stub scores the min arch best: 5 evaluations would rarely find it by chance."""
     low = space.min()
     result, _ = _search(space, search_dir, name, 5, low, [space.max(), low])
