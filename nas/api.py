@@ -32,6 +32,7 @@ from nas.engine.run import (
 from nas.engine.searching.generator import GenerateResult, generate
 from nas.engine.searching.results import SearchResult
 from nas.engine.searching.stage import latency_table, resolve_budget, search
+from nas.engine.searching.summary import format_search_summary, search_summary
 from nas.engine.space_report import format_space_summary, run_space_summary, space_summary
 from nas.engine.training.stage import resume_config, run_name, train
 from nas.engine.training.summary import TrainSummary, train_summary
@@ -39,10 +40,10 @@ from nas.engine.training.summary import TrainSummary, train_summary
 __all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult",
            "GroundTruthResult", "Run", "SearchResult", "TrainSummary", "arch_generator", "build_space",
            "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity", "format_fidelity_summary",
-           "format_space_summary", "generate", "ground_truth", "latency_table", "load_config", "load_run",
-           "load_source", "load_splits", "load_weights", "resolve_arch", "resolve_budget", "resume_config",
-           "run_name", "run_space_summary", "search", "space_summary", "standalone_model", "train",
-           "train_summary"]
+           "format_search_summary", "format_space_summary", "generate", "ground_truth", "latency_table",
+           "load_config", "load_run", "load_source", "load_splits", "load_weights", "resolve_arch", "resolve_budget",
+           "resume_config", "run_name", "run_space_summary", "search", "search_summary", "space_summary",
+           "standalone_model", "train", "train_summary"]
 
 
 def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> EvalResult:

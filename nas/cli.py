@@ -137,7 +137,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         batch=args.batch, trials=args.trials,
         seed=args.seed, storage=args.storage, study=args.study, out=args.out,
         options=_options(args.option) or None, worker=args.worker, workers=args.workers,
-        progress=not args.quiet, score=args.score)
+        progress=not args.quiet, score=args.score, finalists=args.finalists, finalist_steps=args.finalist_steps)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.json:
@@ -147,8 +147,20 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"{result.score} {result.score_value:.6g}"
                   + (f" (val top-1 {result.val_top1:.4f})" if result.val_top1 is not None else ""))
         print(f"best {result.arch_id}: {scored}, MACs {format_amount(result.macs)}, "
-              f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new)\n"
-              f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
+              f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new)")
+        if result.finalists is not None:
+            print(api.format_search_summary(api.search_summary(result.dir)).splitlines()[2])
+        print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from nas import api
+    summary = api.search_summary(args.search_dir)
+    if args.json:
+        _print_json({key: value for key, value in summary.items() if key != "trials"})
+    else:
+        print(api.format_search_summary(summary))
     return 0
 
 
@@ -282,11 +294,23 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--option", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="searcher options, e.g. --option population=20 mutation_prob=0.3")
     search.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
+    search.add_argument("--finalists", type=int, default=0, metavar="K",
+                        help="then fine-tune the K best by the score alone from the shared weights and answer the "
+                        "best of them on validation (default 0: none)")
+    search.add_argument("--finalist-steps", type=int, metavar="N",
+                        help="optimiser steps of each finalist's fine-tune (default 100)")
     search.add_argument("--json", action="store_true", help="print JSON on stdout")
     search.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_device(search, " (evaluation, and latency with --max-latency-ms)")
     _add_runs_dir(search)
     search.set_defaults(func=cmd_search)
+
+    summary = commands.add_parser("summary", help="a finished search's answer: the chosen subnet, its costs against "
+                                  "the budgets and how it was chosen")
+    summary.add_argument("search_dir", metavar="SEARCH_DIR", help="the search folder (nas search --out, or "
+                         "runs/NAME/search/<id>)")
+    summary.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (without the trials)")
+    summary.set_defaults(func=cmd_summary)
 
     fidelity = commands.add_parser(
         "fidelity", help="how well the supernet ranks subnets: compare with N archs trained alone")

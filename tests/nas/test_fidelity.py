@@ -234,14 +234,30 @@ def test_recipe_overrides_and_what_its_digest_ignores(tmp_path):
     assert load_recipe(mixed, epochs=1).digest() != load_recipe(config, epochs=1).digest()
 
 
-def test_search_on_a_real_supernet_never_loses_to_the_min_subnet(runs, tmp_path):
+def test_search_on_a_real_supernet_gives_the_strategy_anchors_no_privilege(runs, tmp_path):
+    """The sandwich rule trains min and max at every step; the search still evaluates only what
+    the searcher proposes, in its order: the same records as an engine search queueing nothing,
+    not those of one queueing the strategy's anchors first."""
+    from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, run_search
+
     run = api.load_run("tiny", runs)
-    result = api.search(run, "random", max_macs="50%", trials=3, out=tmp_path / "search", progress=False,
+    anchors = run.strategy.anchor_archs()
+    assert [arch_id(a) for a in anchors] == [arch_id(run.space.max()), arch_id(run.space.min())]
+    result = api.search(run, "random", max_macs="100%", trials=3, out=tmp_path / "search", progress=False,
                         score="supernet")     # not `auto`: other tests leave fidelity summaries in this run
     records = _lines(tmp_path / "search" / "results.jsonl")
-    assert records[0]["arch_id"] == arch_id(run.space.min()) and records[0]["anchor"] is True
-    assert len(records) == 3 and arch_id(run.space.max()) not in {r["arch_id"] for r in records}
-    assert result.val_top1 >= api.evaluate(run, "min", "val").top1
+    budget = Constraints(max_macs=run.space.macs(run.space.max()))
+
+    def plain(first, folder):
+        run_search(run.space, lambda arch: {"val_top1": run.evaluator.evaluate(arch, "val").top1},
+                   SearchPlan("random", None, 3, 0, first), SearchOutput(tmp_path / folder, False, False),
+                   constraints=budget)
+        return [r["arch_id"] for r in _lines(tmp_path / folder / "results.jsonl")]
+
+    assert [r["arch_id"] for r in records] == plain((), "plain") != plain(anchors, "anchored")
+    assert not any("anchor" in r for r in records)
+    assert json.loads((tmp_path / "search" / "summary.json").read_text())["anchors"] == []
+    assert result.val_top1 == max(r["val_top1"] for r in records)
     shutil.rmtree(tmp_path / "search")
 
 

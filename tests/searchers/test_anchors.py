@@ -1,5 +1,6 @@
-"""Anchors: the archs the strategy trains at every step are evaluated first (every searcher keeps
-this in `test_searcher_contract.py`); budgets, resumes and shared studies with anchors."""
+"""Archs queued first (`SearchPlan.anchors`): evaluated first by every searcher when queued, and
+nothing queued by default, so the min and max subnets compete like any candidate (`nas.search`
+queues none: tests/nas/test_fidelity.py checks it on a sandwich-trained run)."""
 from __future__ import annotations
 
 import json
@@ -21,6 +22,10 @@ from tests.searchers.stub import (  # noqa: F401
 )
 
 
+# the searchers that propose from the space itself (`generator` proposes what a trained generator makes)
+SEARCHERS = ["random", "evolution", "optuna-tpe", "optuna-nsga2"]
+
+
 @pytest.fixture(scope="module")
 def space():
     return small_space()
@@ -36,6 +41,18 @@ def _search(space, out_dir, name, trials, target, anchors, budget=MAX_MACS, sear
                         SearchOutput(out_dir, progress=False, tensorboard=False),
                         constraints=Constraints(max_macs=budget), study=SharedStudy(**study))
     return result, evaluate
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_without_queued_archs_the_min_subnet_is_evaluated_only_when_proposed(space, search_dir, name):
+    """The stub scores the min arch best, yet nothing evaluates it first: 5 evaluations of the
+    478 feasible archs do not meet it, and the answer is the best of what the searcher proposed (ties: fewer MACs)."""
+    low = space.min()
+    result, evaluate = _search(space, search_dir, name, 5, low, [])
+    records = _records(search_dir)
+    assert arch_id(low) not in evaluate.calls and not any("anchor" in r for r in records)
+    assert result.arch_id == max(records, key=lambda r: (r["val_top1"], -r["macs"], -r["trial"]))["arch_id"] != arch_id(low)
+    assert json.loads((search_dir / "summary.json").read_text())["anchors"] == []
 
 
 def test_both_anchors_under_a_budget_that_admits_them(space, search_dir):

@@ -139,8 +139,8 @@ def test_generator_searcher_evaluates_distinct_feasible_proposals_starting_with_
                                "--json"])
     assert len(lines) == 3 and len({line["arch_id"] for line in lines}) == 3
     assert all(line["macs"] <= generated["max_macs"] for line in lines)
-    proposals = [line for line in lines if not line.get("anchor")]     # the anchors (min here) come first
-    assert len(proposals) < len(lines) and proposals[0]["arch"] == generated["arch"]
+    assert not any(line.get("anchor") for line in lines)     # nothing queued first: the generator's answer is
+    assert lines[0]["arch"] == generated["arch"]             # the first arch evaluated
 
 
 # -- the generator learns: cost, task gradient, budgets met without `shrink` -----------------------

@@ -101,6 +101,8 @@ class SearchResult:
         trials: Every evaluated record of the search (results.jsonl), in trial order; for a
             population score, with `score_value` the final one (the told one in `score_told`).
         score, score_value: What ranked the candidates and the best arch's value of it.
+        finalists: With `finalists=K`: the finalists stage (`nas.engine.searching.finalists`:
+            each finalist's two measures, the winner, which is `best`, and the score's own best).
     """
 
     best: Arch
@@ -119,6 +121,7 @@ class SearchResult:
     trials: list[Record] = field(default_factory=list)
     score: str = SUPERNET_SCORE
     score_value: float | None = None
+    finalists: dict[str, Any] | None = None
 
     def to_dataframe(self) -> Any:
         """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
@@ -134,6 +137,8 @@ class SearchResult:
             data["latency_ms"] = self.latency_ms
         if self.latency_check is not None:
             data["latency_check"] = self.latency_check
+        if self.finalists is not None:
+            data["finalists"] = self.finalists
         return data
 
 

@@ -11,10 +11,10 @@ them together.
 1. Fail fast when the cheapest subnet (`space.min()`) breaks a budget, naming its cost.
 2. Small spaces (at most `ENUMERATE_LIMIT` raw archs) are listed: when fewer feasible
    distinct archs exist than `trials`, the search evaluates all of them and says so.
-3. Anchors first: the archs the training strategy trains at every step (the sandwich rule's
-   max and min) that meet the budgets are queued on the searcher (`enqueue`), evaluated
-   before anything else inside the `trials` count, and marked `"anchor": true`, so a search
-   never returns an arch worse than those on validation.
+3. Archs queued first (`SearchPlan.anchors`, none by default; `nas.search` queues none, so the
+   min and max subnets compete like any candidate): those that meet the budgets are queued on
+   the searcher (`enqueue`), evaluated before anything else inside the `trials` count, and
+   marked `"anchor": true`.
 4. Loop until `trials` evaluations are complete: `ask`; reject (cheap checks first: analytic
    MACs and params, then the latency table; then duplicates by `arch_id` of the canonical
    arch); `claim`; `evaluate` (and `rank`); `tell`; append to results.jsonl; TensorBoard and tqdm.
@@ -87,8 +87,9 @@ class SearchPlan:
         trials: Evaluations to complete in the search (in the shared study for Optuna):
             re-running a finished search evaluates nothing, raising it continues.
         seed: Search seed; worker k of a shared study uses `seed + k`.
-        anchors: Archs to evaluate first where they meet the budgets (the strategy's
-            `anchor_archs()`), counted in `trials` and marked `"anchor": true`.
+        anchors: Archs to evaluate first where they meet the budgets, counted in `trials` and
+            marked `"anchor": true` (none by default; `nas.search` passes none: no arch is
+            privileged, not even those the strategy trains at every step).
         generator: The run's architecture generator, for `searcher: generator` (None: none).
         max_rejections: Infeasible or duplicate suggestions in a row before giving up.
         score: Name of what ranks the candidates (recorded in every record and the settings).

@@ -114,7 +114,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
            device: str | torch.device | None = None,
            batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
-           workers: int = 1, progress: bool = True, score: str = "auto") -> SearchResult:
+           workers: int = 1, progress: bool = True, score: str = "auto", finalists: int = 0,
+           finalist_steps: int | None = None) -> SearchResult:
     """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
 
     `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's
@@ -126,11 +127,46 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     the estimator with the best within-bin Kendall tau in the run's latest fidelity summary of
     its space (without one, the space's default chosen on held-out committed ground truth:
     `nas.engine.searching.score.DEFAULT_SCORES`), announced in one line on stderr.
-    The archs the strategy trains at every step (`anchor_archs`: max and min for the sandwich
-    rule) are evaluated first where they meet the budgets, inside `trials`.
+    Every arch competes alike: the min and max subnets are evaluated only when the searcher
+    proposes them, and when the answer is the min subnet one line on stderr says so, with the
+    runner-up.
+    `finalists=K`: the K best archs by the score are then fine-tuned alone from the shared
+    weights (`finalist_steps` steps each, default `nas.engine.searching.finalists.Finetune.steps`) and
+    measured on validation; the best of them is the answer (`nas.engine.searching.finalists`), measured
+    in `workers` processes (also with a searcher that searches in one process).
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
+    check_int("--finalists", finalists, 0)
+    check_int("--workers", workers, 1)
+    # a searcher that keeps its state in one process searches alone; the finalists still use the workers
+    local = finalists > 0 and workers > 1 and not getattr(SEARCHERS.get(searcher).obj, "shared", False)
+    result, reason = _search(run, searcher, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
+                             device=device, batch=batch, trials=trials, seed=seed, storage=storage, study=study,
+                             out=out, options=options, worker=worker, workers=1 if local else workers,
+                             progress=progress, score=score)
+    if local:
+        result.notes.append(f"--workers {workers}: {searcher} searches in one process; the finalists use "
+                            f"{workers} workers")
+    if finalists:
+        from nas.engine.searching.finalists import Finetune, run_finalists
+
+        settings = Finetune(seed=seed) if finalist_steps is None else Finetune(finalist_steps, seed=seed)
+        check_int("--finalist-steps", settings.steps, 1)
+        stage = run_finalists(run, result.trials, finalists, result.dir, settings=settings, workers=workers,
+                              progress=progress, where=(str(run.dir.root.resolve()), run.checkpoint.name))
+        result = _finalists_answer(result, stage)
+    _record_choice(result, reason)
+    _say_if_min(run, result)
+    return result
+
+
+def _search(run: Run, searcher: str, *, max_macs: str | float | None = None, max_params: str | float | None = None,
+            max_latency_ms: float | None = None, device: str | torch.device | None = None, batch: int = 1,
+            trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
+            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
+            workers: int = 1, progress: bool = True, score: str = "auto") -> tuple[SearchResult, str | None]:
+    """The search itself (what every worker runs); also the line saying why `auto` chose its score."""
     from nas.engine.searching.costs import Constraints
     from nas.engine.searching.runner import SharedStudy
     from nas.engine.searching.score import choose_score, search_score
@@ -150,7 +186,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     task = SearchTask(searcher, options, trials, seed, scorer.name, constraints, str(device), batch, out_dir)
     if workers > 1:
         storage, study = _run_workers(run, workers, task, storage, study)
-    return _run_share(run, task, scorer, table, SharedStudy(storage, study, worker), progress, chosen.reason)
+    return (_run_share(run, task, scorer, table, SharedStudy(storage, study, worker), progress, chosen.reason),
+            chosen.reason)
 
 
 @dataclass(frozen=True)
@@ -174,11 +211,63 @@ def _run_share(run: Run, task: SearchTask, scorer: SearchScore, table: LatencyTa
     """Run the search (`study.worker`'s share of it in a shared study) and return its result."""
     from nas.engine.searching.runner import SearchOutput, SearchPlan, run_search
 
-    plan = SearchPlan(task.searcher, task.options, task.trials, task.seed, run.strategy.anchor_archs(),
-                      arch_generator(run), score=task.score, rank=scorer.rank)
+    plan = SearchPlan(task.searcher, task.options, task.trials, task.seed, generator=arch_generator(run),
+                      score=task.score, rank=scorer.rank)
     output = SearchOutput(task.out, progress, announce=announce)
     return run_search(run.space, scorer.metrics, plan, output, constraints=task.constraints,
                       latency=table, export=run.export_model if table is not None else None, study=study)
+
+
+def _finalists_answer(result: SearchResult, stage: Any) -> SearchResult:
+    """`result` with the finalists' winner as its answer (best.yaml rewritten) and the stage recorded."""
+    import dataclasses
+
+    from nas.core.arch import write_arch_file
+    from nas.core.costs import LATENCY
+
+    record = next(r for r in result.trials if r["arch_id"] == stage.winner["arch_id"])
+    changed = record["arch_id"] != result.arch_id
+    write_arch_file(record["arch"], result.dir / "best.yaml")
+    return dataclasses.replace(
+        result, best=record["arch"], arch_id=record["arch_id"], val_top1=record.get("val_top1"),
+        macs=record["macs"], params=record["params"], latency_ms=record.get(LATENCY.name), record=record,
+        latency_check=None if changed else result.latency_check, score_value=record["score_value"],
+        finalists=stage.to_json())
+
+
+def _record_choice(result: SearchResult, reason: str | None) -> None:
+    """summary.json of the search with its final answer, why `auto` chose its score and the finalists."""
+    import json
+
+    from nas.core.files import write_json
+
+    path = result.dir / "summary.json"
+    summary = {key: value for key, value in json.loads(path.read_text()).items()
+               if key not in ("val_top1", "latency_ms", "latency_check", "finalists")}    # the search's best's
+    write_json(path, {**summary, **result.to_json(), "record": result.record, "score_reason": reason})
+
+
+def _say_if_min(run: Run, result: SearchResult) -> None:
+    """One line on stderr when the answer is the min subnet, naming the runner-up."""
+    from nas.core.amounts import format_amount
+    from nas.core.arch import arch_id
+
+    if result.arch_id != arch_id(run.space.min()):
+        return
+    if result.finalists is not None:
+        ranked = sorted(result.finalists["finalists"], key=lambda r: (-r["finalist_top1"], r["rank"]))
+        value, how = (lambda r: f"{r['finalist_top1']:.4f}"), "finalist val top-1"
+    else:
+        ranked = sorted(result.trials, key=lambda r: (-r["score_value"], r["macs"], r["trial"]))
+        value, how = (lambda r: f"{r['score_value']:.6g}"), f"{result.score} score"
+    others = [r for r in ranked if r["arch_id"] != result.arch_id]
+    line = f"the answer is the min subnet {result.arch_id} ({how} {value(ranked[0])}, MACs {format_amount(result.macs)})"
+    if others:
+        second = others[0]
+        line += f"; runner-up {second['arch_id']}: {how} {value(second)}, MACs {format_amount(second['macs'])}"
+    else:
+        line += "; no runner-up (only one arch was measured)"
+    print(line, file=sys.stderr)
 
 
 def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
