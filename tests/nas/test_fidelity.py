@@ -238,7 +238,7 @@ def test_search_on_a_real_supernet_gives_the_strategy_anchors_no_privilege(runs,
     """The sandwich rule trains min and max at every step; the search still evaluates only what
     the searcher proposes, in its order: the same records as an engine search queueing nothing,
     not those of one queueing the strategy's anchors first."""
-    from nas.engine.search_runner import Constraints, SearchOutput, SearchPlan, run_search
+    from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
 
     run = api.load_run("tiny", runs)
     anchors = run.strategy.anchor_archs()

@@ -11,7 +11,7 @@ from estimators.base import Estimator, EstimatorContext
 from nas import api, cli
 from nas.core.arch import Arch, arch_id
 from nas.core.registry import ESTIMATORS, Entry, NoOptions
-from nas.engine import finalists as stage
+from nas.engine.searching import finalists as stage
 from nas.engine.searching.finalists import Finetune, finetune_top1, run_finalists
 from tests.nas.safety import copy_run
 
