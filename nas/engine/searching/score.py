@@ -85,18 +85,18 @@ def choose_score(spec: str, run_root: Path) -> ScoreChoice:
         return ScoreChoice(spec)
     path = latest_fidelity_summary(run_root)
     if path is None:
-        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} (no fidelity summary in {run_root / 'fidelity'}; "
+        return ScoreChoice(DEFAULT, f"score auto: {DEFAULT} (no fidelity summary in {run_root / 'fidelity'}; "
                                     f"`nas fidelity` compares the estimators)")
     try:
         summary = json.loads(path.read_text())
         if not isinstance(summary, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
-        raise SearchError(f"--score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))}); "
+        raise SearchError(f"score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))}); "
                           "name a score with --score or run nas fidelity again") from e
     taus = within_bin_taus(summary)
     if not taus:
-        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} ({path} reports no within-bin tau of any estimator)")
+        return ScoreChoice(DEFAULT, f"score auto: {DEFAULT} ({path} reports no within-bin tau of any estimator)")
     ordered = sorted(taus, key=lambda name: (-taus[name], name != DEFAULT, name))
     best, others = ordered[0], ", ".join(f"{name} {taus[name]:.3f}" for name in ordered[1:])
     interval = within_bin_interval(summary, best)
@@ -105,7 +105,7 @@ def choose_score(spec: str, run_root: Path) -> ScoreChoice:
         weak = (f"; its 90% interval [{interval[0]:.2f}, {interval[1]:.2f}] includes 0: this ground truth cannot "
                 f"tell it from chance within MACs bins, so the choice is weak (more archs, nas fidelity --archs, "
                 f"would settle it)")
-    return ScoreChoice(best, f"--score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
+    return ScoreChoice(best, f"score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
                              f"{'; ' + others if others else ''}){weak}")
 
 
