@@ -28,6 +28,8 @@ API_PARAM_DESTS = {"ground_truth_dir": "ground_truth", "export_format": "format"
                    "options": "option"}
 # A line that starts with a parameter name, alone (`max_macs: ...`) or qualified (`score auto: ...`).
 _LEADING_PARAM = re.compile(r"^([a-z][a-z0-9_]*)(?=:| [^:]*:)")
+# A worker's own error quoted by a shared search (`workers: worker 0: max_params: ...`).
+_WORKER_PARAM = re.compile(r"(\bworker \d+: )([a-z][a-z0-9_]*)(?=:)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,11 +50,16 @@ def flag_names(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 def with_flags(text: str, flags: dict[str, str]) -> str:
     """`text` (an error or note of the layers below, one problem a line) with the parameter that
-    starts a line named by its flag: `max_macs: ...` -> `--max-macs: ...`. The layers below name
-    parameters of the Python API; only the CLI knows its flags."""
+    starts a line (or a worker's error it quotes) named by its flag: `max_macs: ...` ->
+    `--max-macs: ...`. The layers below name parameters of the Python API; only the CLI knows
+    its flags."""
     def rename(match: re.Match[str]) -> str:
         return flags.get(match.group(1), match.group(1))
-    return "\n".join(_LEADING_PARAM.sub(rename, line, count=1) for line in text.split("\n"))
+
+    def rename_quoted(match: re.Match[str]) -> str:
+        return match.group(1) + flags.get(match.group(2), match.group(2))
+    return "\n".join(_WORKER_PARAM.sub(rename_quoted, _LEADING_PARAM.sub(rename, line, count=1))
+                     for line in text.split("\n"))
 
 
 def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
