@@ -11,12 +11,12 @@ __all__ = ["ESTIMATOR_BATCHES", "ESTIMATOR_BATCH_SIZE", "Calibration", "Estimato
            "build_estimator", "calibration_path", "canonical_spec", "fit_calibrated"]
 
 
-def build_estimator(spec: str) -> Estimator:
-    """The estimator a `--score` value names: a registered name, or a rank fusion such as
+def build_estimator(spec: str, param: str = "score") -> Estimator:
+    """The estimator a `score` value names: a registered name, or a rank fusion such as
     `2*supernet+naswot` (grammar in `estimators/score_spec.py`; a spec of one component is that
     estimator); a spec outside the grammar or an unknown name (with a did-you-mean) is one line
-    naming `--score`."""
-    components = parse_spec(spec)
+    naming `param` (the caller's parameter the spec came from)."""
+    components = parse_spec(spec, param)
     if len(components) == 1:
-        return ESTIMATORS.get(components[0][1]).obj()
+        return ESTIMATORS.get(components[0][1], param).obj()
     return Fused(components)

@@ -152,7 +152,7 @@ class Calibration:
             return cls(data["space"], data["ground_truth"], tuple(data["features"]), _Ridge(**model),
                        data["loo_kendall_tau"], data["loo_predictions"], data["targets"], data["context"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-            raise ConfigError(f"--score: cannot read the calibrated model {path}: {error}") from error
+            raise ConfigError(f"score: cannot read the calibrated model {path}: {error}") from error
 
 
 def _encodings(archs: Sequence[Arch], context: EstimatorContext) -> np.ndarray:
@@ -190,7 +190,7 @@ def fit_calibrated(archs: Sequence[Arch], targets: Sequence[float], context: Est
     if len(archs) != len(targets):
         raise ValueError(f"{len(archs)} archs but {len(targets)} targets")
     if len(archs) < MIN_ARCHS:
-        raise ConfigError(f"--archs: calibrated needs a ground truth of at least {MIN_ARCHS} archs to fit and "
+        raise ConfigError(f"archs: calibrated needs a ground truth of at least {MIN_ARCHS} archs to fit and "
                           f"measure by leave-one-out, got {len(archs)}")
     for name in features:
         if name == "calibrated" or is_fusion(name):
@@ -228,15 +228,15 @@ def load_calibration(context: EstimatorContext) -> Calibration:
     saying how to fit it."""
     how = "fit it on a fidelity ground truth with `nas fidelity RUN --estimators ...,calibrated`"
     if context.run_dir is None:
-        raise ConfigError(f"--score: 'calibrated' needs a trained run with a fitted model; {how}")
+        raise ConfigError(f"score: 'calibrated' needs a trained run with a fitted model; {how}")
     path = calibration_path(context.run_dir)
     key = ("calibration", str(path))
     if key not in context.cache:
         if not path.is_file():
-            raise ConfigError(f"--score: 'calibrated' has no fitted model ({path} is missing); {how}")
+            raise ConfigError(f"score: 'calibrated' has no fitted model ({path} is missing); {how}")
         calibration = Calibration.load(path)
         if calibration.space != context.space.fingerprint():
-            raise ConfigError(f"--score: {path} was fitted on another space (fingerprint {calibration.space}, "
+            raise ConfigError(f"score: {path} was fitted on another space (fingerprint {calibration.space}, "
                               f"this run's is {context.space.fingerprint()}); {how}")
         context.cache[key] = calibration
     return context.cache[key]

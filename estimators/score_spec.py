@@ -1,4 +1,4 @@
-"""Score specs (`--score`, `--estimators`): one parser and one canonical spelling.
+"""Score specs (`score` of a search, `estimators` of a fidelity measurement): one parser and one canonical spelling.
 
 Grammar (spaces around `+` and `*` are ignored):
 
@@ -25,44 +25,44 @@ import sys
 from nas.core.errors import ConfigError, clip
 from nas.core.registry import ESTIMATORS
 
-FLAG = "--score"
+PARAM = "score"     # the parameter a spec comes from, unless the caller names another
 _WEIGHT = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]-?[0-9]+)?")
 _PLUS_EXPONENT = re.compile(r"(?<![A-Za-z0-9_.])[0-9.]+[eE]\+[0-9]+\s*\*")    # `1e+5*`: `+` joins components
 _EXAMPLE = "write e.g. 2*supernet+naswot"
 
 
-def parse_spec(spec: str) -> list[tuple[float, str]]:
+def parse_spec(spec: str, param: str = PARAM) -> list[tuple[float, str]]:
     """`(weight, name)` of every component of `spec`, sorted by name (grammar in the module
     docstring); anything outside the grammar, an unknown name (with a did-you-mean) or a
-    repeated component is a one-line `ConfigError`/`RegistryError` naming `--score`."""
+    repeated component is a one-line `ConfigError`/`RegistryError` naming `param`."""
     if not isinstance(spec, str):
-        raise ConfigError(f"{FLAG}: expected a score name or spec, got {clip(spec)}")
+        raise ConfigError(f"{param}: expected a score name or spec, got {clip(spec)}")
     if spec.strip() == "fused":
-        raise ConfigError(f"{FLAG}: a fusion names its components: write e.g. 2*supernet+naswot+synflow")
+        raise ConfigError(f"{param}: a fusion names its components: write e.g. 2*supernet+naswot+synflow")
     if (plus := _PLUS_EXPONENT.search(spec)) is not None:
-        raise ConfigError(f"{FLAG}: '{plus.group().rstrip('*').strip()}' in '{clip(spec)}': write an exponent without "
+        raise ConfigError(f"{param}: '{plus.group().rstrip('*').strip()}' in '{clip(spec)}': write an exponent without "
                           f"'+' (1e5, not 1e+5), since '+' joins components")
     components: dict[str, float] = {}
     for term in spec.split("+"):
         weight_text, star, name = term.strip().rpartition("*")
         weight_text, name = weight_text.strip(), name.strip()
         if not name:
-            raise ConfigError(f"{FLAG}: empty component in '{clip(spec)}'; {_EXAMPLE}")
-        weight = _weight(weight_text, name, spec) if star else 1.0
-        ESTIMATORS.get(name)    # an unknown name: RegistryError naming --score, with a did-you-mean
+            raise ConfigError(f"{param}: empty component in '{clip(spec)}'; {_EXAMPLE}")
+        weight = _weight(weight_text, name, spec, param) if star else 1.0
+        ESTIMATORS.get(name, param)    # an unknown name: RegistryError naming `param`, with a did-you-mean
         if name in components:
-            raise ConfigError(f"{FLAG}: '{name}' appears twice in '{clip(spec)}'; give it one weight instead")
+            raise ConfigError(f"{param}: '{name}' appears twice in '{clip(spec)}'; give it one weight instead")
         components[name] = weight
     if not math.isfinite(sum(components.values())):
-        raise ConfigError(f"{FLAG}: the weights of '{clip(spec)}' sum beyond the largest float; scale them down")
+        raise ConfigError(f"{param}: the weights of '{clip(spec)}' sum beyond the largest float; scale them down")
     return sorted(((w, n) for n, w in components.items()), key=lambda c: c[1])
 
 
-def _weight(text: str, name: str, spec: str) -> float:
+def _weight(text: str, name: str, spec: str, param: str) -> float:
     """A component's weight from its text (see the grammar)."""
     weight = float(text) if _WEIGHT.fullmatch(text) else math.nan
     if not (math.isfinite(weight) and weight >= sys.float_info.min):
-        raise ConfigError(f"{FLAG}: the weight of '{name}' in '{clip(spec)}' must be a positive decimal number "
+        raise ConfigError(f"{param}: the weight of '{name}' in '{clip(spec)}' must be a positive decimal number "
                           f"such as 2, 0.5 or 1e-3 (finite, not denormal), got '{clip(text)}'")
     return weight
 
@@ -81,6 +81,6 @@ def format_spec(components: list[tuple[float, str]]) -> str:
     return "+".join(name if weight == 1 else f"{format_weight(weight)}*{name}" for weight, name in ordered)
 
 
-def canonical_spec(spec: str) -> str:
-    """`spec` in its canonical spelling (`format_spec(parse_spec(spec))`)."""
-    return format_spec(parse_spec(spec))
+def canonical_spec(spec: str, param: str = PARAM) -> str:
+    """`spec` in its canonical spelling (`format_spec(parse_spec(spec, param))`)."""
+    return format_spec(parse_spec(spec, param))

@@ -20,5 +20,5 @@ class SupernetAccuracy(Estimator):
 
     def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
         if context.supernet_top1 is None:
-            raise ConfigError(f"--score: '{SUPERNET_SCORE}' needs a trained run")
+            raise ConfigError(f"score: '{SUPERNET_SCORE}' needs a trained run")
         return [float(context.supernet_top1(arch)) for arch in archs]

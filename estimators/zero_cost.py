@@ -68,7 +68,7 @@ def fresh_export(context: EstimatorContext, arch: Arch, k: int, device: torch.de
 def inputs(name: str, context: EstimatorContext, arch: Arch) -> list[Batch]:
     """The context's batches resized to the arch's input size (a proxy that reads data calls this)."""
     if not context.batches:
-        raise ConfigError(f"--score: '{name}' needs training batches (the estimator context has none)")
+        raise ConfigError(f"score: '{name}' needs training batches (the estimator context has none)")
     size = context.space.input_size(arch)
     return [(resize(x, size), y) for x, y in context.batches]
 
@@ -107,7 +107,7 @@ class ZeroCostProxy(Estimator):
 
     def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
         if context.init_seeds < 1:
-            raise ConfigError(f"--score: '{self.name}' needs at least one init seed, got {context.init_seeds}")
+            raise ConfigError(f"score: '{self.name}' needs at least one init seed, got {context.init_seeds}")
         return [self._average(arch, context) for arch in archs]
 
     def _average(self, arch: Arch, context: EstimatorContext) -> float:

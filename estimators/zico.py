@@ -39,5 +39,5 @@ class Zico(ZeroCostProxy):
 
     def measure(self, model: nn.Module, batches: Sequence[Batch], input_shape: tuple[int, int, int]) -> float:
         if len(batches) < 2:
-            raise ConfigError(f"--score: 'zico' needs at least 2 batches, the estimator context has {len(batches)}")
+            raise ConfigError(f"score: 'zico' needs at least 2 batches, the estimator context has {len(batches)}")
         return zico_score([loss_gradients(model, batch) for batch in batches])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -19,8 +20,16 @@ from typing import Any, Callable, Sequence
 from nas.core.amounts import format_amount
 from nas.core.errors import ConfigError, NasError
 from nas.core.registry import SUPERNET_SCORE
+from nas.core.wording import wording
 
 MAX_ERROR_LINES = 3
+# Python API parameters whose flag has another dest (the rest share the flag's dest: `max_macs`).
+API_PARAM_DESTS = {"ground_truth_dir": "ground_truth", "export_format": "format", "overrides": "set",
+                   "options": "option"}
+# A line that starts with a parameter name, alone (`max_macs: ...`) or qualified (`score auto: ...`).
+_LEADING_PARAM = re.compile(r"^([a-z][a-z0-9_]*)(?=:| [^:]*:)")
+# A worker's own error quoted by a shared search (`workers: worker 0: max_params: ...`).
+_WORKER_PARAM = re.compile(r"(\bworker \d+: )([a-z][a-z0-9_]*)(?=:)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,6 +37,35 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def flag_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Python API parameter -> the flag of `parser` that gives it (`max_macs` -> `--max-macs`),
+    derived from the parser's own options, plus `API_PARAM_DESTS` where the names differ."""
+    flags = {action.dest: max(action.option_strings, key=len) for action in parser._actions
+             if action.option_strings and action.dest not in ("help", "version", argparse.SUPPRESS)}
+    flags.update({param: flags[dest] for param, dest in API_PARAM_DESTS.items() if dest in flags})
+    return flags
+
+
+def with_flags(text: str, flags: dict[str, str]) -> str:
+    """`text` (an error or note of the layers below, one problem a line) with the parameter that
+    starts a line (or a worker's error it quotes) named by its flag: `max_macs: ...` ->
+    `--max-macs: ...`. The layers below name parameters of the Python API; only the CLI knows
+    its flags."""
+    def rename(match: re.Match[str]) -> str:
+        return flags.get(match.group(1), match.group(1))
+
+    def rename_quoted(match: re.Match[str]) -> str:
+        return match.group(1) + flags.get(match.group(2), match.group(2))
+    return "\n".join(_WORKER_PARAM.sub(rename_quoted, _LEADING_PARAM.sub(rename, line, count=1))
+                     for line in text.split("\n"))
+
+
+def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The subparser of `command`."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[command]
 
 
 def _version() -> str:
@@ -139,7 +177,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         options=_options(args.option) or None, worker=args.worker, workers=args.workers,
         progress=not args.quiet, score=args.score, finalists=args.finalists, finalist_steps=args.finalist_steps)
     for note in result.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {with_flags(note, args.flags)}", file=sys.stderr)
     if args.json:
         _print_json(result.to_json())
     else:
@@ -389,10 +427,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     func: Callable[[argparse.Namespace], int] = args.func
+    args.flags = flag_names(command_parser(parser, args.command))
     try:
-        return func(args)
+        with wording(lambda text: with_flags(text, args.flags)):
+            return func(args)
     except NasError as e:
-        lines = e.lines()
+        lines = [with_flags(line, args.flags) for line in e.lines()]
         if len(lines) > MAX_ERROR_LINES:
             lines = lines[: MAX_ERROR_LINES - 1] + [f"... and {len(lines) - MAX_ERROR_LINES + 1} more problems"]
         for line in lines:

@@ -40,7 +40,7 @@ class GeneratorSearcher(ReplaySearcher):
 
     def __init__(self, context: SearchContext, options: Any):
         if context.generator is None:
-            raise ConfigError("--searcher generator: the run has no architecture generator (train it with "
+            raise ConfigError("searcher generator: the run has no architecture generator (train it with "
                               "strategy.sampler: {name: shiftnas, generator: true})")
         super().__init__(context, options)
         self.target = context.budgets.get("macs", self.space.macs(self.space.max()))

@@ -223,7 +223,7 @@ class OptunaSearcher(Searcher):
             trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
             done = sum(t.state == TrialState.COMPLETE for t in trials)
             if done >= target:
-                self._finish(None, state=TrialState.PRUNED, reason=f"--trials {target} reached")
+                self._finish(None, state=TrialState.PRUNED, reason=f"trials {target} reached")
                 return False
             earlier = sum(t.state == TrialState.RUNNING and t.number < mine for t in trials)
             if done + earlier < target:

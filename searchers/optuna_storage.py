@@ -59,7 +59,7 @@ def mask_url(text: str, url: str | None = None) -> str:
 def check_journal(path: Path) -> None:
     """Refuse, without writing to it, a file that exists but is not an Optuna journal."""
     if path.is_dir():
-        raise SearchError(f"--storage: {path} is a folder; give a journal file, e.g. journal:///tmp/search.log")
+        raise SearchError(f"storage: {path} is a folder; give a journal file, e.g. journal:///tmp/search.log")
     if not path.is_file() or path.stat().st_size == 0:
         return
     try:
@@ -69,7 +69,7 @@ def check_journal(path: Path) -> None:
     except (OSError, ValueError) as e:
         record = e
     if not isinstance(record, dict) or "op_code" not in record:
-        raise SearchError(f"--storage: {path} is not an Optuna journal (its first line is not a journal record); "
+        raise SearchError(f"storage: {path} is not an Optuna journal (its first line is not a journal record); "
                           f"give a new file or an existing journal")
 
 
@@ -77,14 +77,14 @@ def open_storage(url: str | None, out_dir: Path) -> BaseStorage:
     """The Optuna storage of a search (see the module docstring for URLs)."""
     if url is None or url.startswith("journal://"):
         if url is not None and not url[len("journal://"):]:
-            raise SearchError("--storage: journal:// needs a file path, e.g. journal:///tmp/search.log")
+            raise SearchError("storage: journal:// needs a file path, e.g. journal:///tmp/search.log")
         path = storage_file(url, out_dir)
         check_journal(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             return JournalStorage(JournalFileBackend(str(path)))
         except OSError as e:
-            raise SearchError(f"--storage: cannot open {path} ({e.strerror})") from e
+            raise SearchError(f"storage: cannot open {path} ({e.strerror})") from e
     engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
     for attempt in range(_OPEN_ATTEMPTS):
         try:
@@ -128,13 +128,13 @@ def ask_lock(path: Path | None) -> Iterator[None]:
         try:
             held.enter_context(record_lock(lock))
         except OSError as e:      # only the lock's own errors, not those of the block
-            raise SearchError(f"--storage: cannot create {lock} ({e.strerror}), the lock of its asks") from e
+            raise SearchError(f"storage: cannot create {lock} ({e.strerror}), the lock of its asks") from e
         yield
 
 
 def _cannot_open(url: str, error: Exception) -> SearchError:
     detail = clip_words(mask_url(str(error) or type(error).__name__, url))
-    return SearchError(f"--storage: cannot open {clip(mask_url(url))}: {detail}")
+    return SearchError(f"storage: cannot open {clip(mask_url(url))}: {detail}")
 
 
 def is_stale(trial: FrozenTrial, now: float) -> bool:

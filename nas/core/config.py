@@ -1,9 +1,10 @@
-"""Run configuration: frozen dataclasses loaded from YAML with dotted `--set` overrides.
+"""Run configuration: frozen dataclasses loaded from YAML with dotted overrides (`--set` of the CLI).
 
 `load_config(name_or_path, overrides)` is the only way YAML becomes a `RunConfig`. Every
 problem is collected in one pass and reported as `FILE: key.path: problem`, or blamed on what
-caused it under `--set` overrides (`--set: key.path: problem` for a bad overridden value,
-`--set KEY: ...` for a check across keys that only an override made fail). Plugin sections
+caused it under the overrides (`overrides: key.path: problem` for a bad overridden value,
+`overrides KEY: ...` for a check across keys that only an override made fail; the CLI names
+them `--set`). Plugin sections
 (`space`, `strategy.sampler`, `strategy.distill`, `strategy` itself) are `{name, options}`:
 the options may sit under `options:` or inline beside `name`, and a bare string is `{name}`.
 """
@@ -327,7 +328,7 @@ def _set_path(raw: dict, dotted: str, value: Any) -> None:
                 _STRATEGY_KEYS if plugin is STRATEGIES else set()):
             node = node.setdefault("options", {})
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {dotted}: {'.'.join(keys[:i + 1])}.options is not a mapping")
+                raise ConfigError(f"overrides {dotted}: {'.'.join(keys[:i + 1])}.options is not a mapping")
     node[keys[-1]] = value
 
 
@@ -430,14 +431,14 @@ class _Blame:
     def __call__(self, path: str, problem: str) -> str:
         keys = [key for key, _ in self.parsed]
         if _names_override(path, keys):
-            return "--set"
+            return "overrides"
         if (path, problem) in (self._problems_with(()) or set()):
             return self.source
         every = range(len(keys))
         needed = [keys[i] for i in every
                   if (path, problem) not in (self._problems_with(tuple(j for j in every if j != i)) or set())]
         enough = [keys[i] for i in every if (path, problem) in (self._problems_with((i,)) or set())]
-        return "--set " + ", ".join(dict.fromkeys(needed or enough or keys))
+        return "overrides " + ", ".join(dict.fromkeys(needed or enough or keys))
 
 
 @dataclass(frozen=True)
@@ -471,8 +472,8 @@ def parse_overrides(overrides: list[str] | tuple[str, ...]) -> list[tuple[str, A
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-            raise ConfigError(f"--set {clip(item)}: expected KEY.PATH=VALUE, e.g. train.epochs=3")
-        parsed.append((key.strip(), yaml_io.parse_scalar(text, f"--set {key.strip()}")))
+            raise ConfigError(f"overrides {clip(item)}: expected KEY.PATH=VALUE, e.g. train.epochs=3")
+        parsed.append((key.strip(), yaml_io.parse_scalar(text, f"overrides {key.strip()}")))
     return parsed
 
 

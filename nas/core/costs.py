@@ -12,15 +12,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Cost:
-    """One constrainable cost: its record key, its budget flag and how people read it."""
+    """One constrainable cost: its record key and how people read it; its budget is `param`."""
 
     name: str        # key in records, budgets and pareto.json ("macs")
-    flag: str        # the CLI flag of its budget ("--max-macs"); `max_<name>` in Python
     label: str       # axis label of the Pareto figure
     scale: float     # values are shown divided by this
     unit: str        # written after a scaled amount ("M MACs", " ms")
     short: str       # written after a scaled budget ("M", "")
     analytic: bool   # computed from the arch alone (no measurement, no table)
+
+    @property
+    def param(self) -> str:
+        """The budget's parameter of `nas.api.search` (`max_macs`); the CLI names its flag."""
+        return f"max_{self.name}"
 
     def amount(self, value: float) -> str:
         """`3.2M MACs`, `0.41 ms`: a cost as error messages print it."""
@@ -38,9 +42,9 @@ class Cost:
         return f"{self.name}{value:g}ms"
 
 
-MACS = Cost("macs", "--max-macs", "MACs (M)", 1e6, "M MACs", "M", analytic=True)
-PARAMS = Cost("params", "--max-params", "parameters (M)", 1e6, "M params", "M", analytic=True)
-LATENCY = Cost("latency_ms", "--max-latency-ms", "latency (ms)", 1.0, " ms", "", analytic=False)
+MACS = Cost("macs", "MACs (M)", 1e6, "M MACs", "M", analytic=True)
+PARAMS = Cost("params", "parameters (M)", 1e6, "M params", "M", analytic=True)
+LATENCY = Cost("latency_ms", "latency (ms)", 1.0, " ms", "", analytic=False)
 COSTS: tuple[Cost, ...] = (MACS, PARAMS, LATENCY)
 COST_NAMES: tuple[str, ...] = tuple(cost.name for cost in COSTS)
 BY_NAME: dict[str, Cost] = {cost.name: cost for cost in COSTS}

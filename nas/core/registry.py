@@ -53,7 +53,8 @@ def load_plugins() -> None:
 
 
 class Registry(Generic[T]):
-    """Named plugins of one kind; `yaml_key` is where YAML names them (for error messages)."""
+    """Named plugins of one kind; `yaml_key` is where YAML (or the Python API's parameter) names them
+    (for error messages)."""
 
     def __init__(self, kind: str, yaml_key: str):
         self.kind = kind
@@ -73,12 +74,13 @@ class Registry(Generic[T]):
 
         return decorate
 
-    def get(self, name: str) -> Entry[T]:
-        """The entry for `name`; an unknown name lists the available ones."""
+    def get(self, name: str, key: str | None = None) -> Entry[T]:
+        """The entry for `name`; an unknown name lists the available ones, naming `key` (default
+        `yaml_key`: where the caller took the name from)."""
         load_plugins()
         if name not in self._entries:
             raise RegistryError(
-                f"{self.yaml_key}: unknown {self.kind} '{name}'{did_you_mean(name, self._entries)};"
+                f"{key or self.yaml_key}: unknown {self.kind} '{name}'{did_you_mean(name, self._entries)};"
                 f" available: {', '.join(sorted(self._entries))}")
         return self._entries[name]
 
@@ -99,8 +101,8 @@ SPACES: Registry = Registry("search space", "space.name")
 SAMPLERS: Registry = Registry("sampler", "strategy.sampler.name")
 DISTILL_LOSSES: Registry = Registry("distillation loss", "strategy.distill.name")
 STRATEGIES: Registry = Registry("strategy", "strategy.name")
-SEARCHERS: Registry = Registry("searcher", "--searcher")
-ESTIMATORS: Registry = Registry("estimator", "--score")
+SEARCHERS: Registry = Registry("searcher", "searcher")
+ESTIMATORS: Registry = Registry("estimator", "score")
 # The estimator that ranks by the trained supernet's own accuracy: a search's default score,
 # the one every fidelity measurement reports, and the score of records written before scores.
 SUPERNET_SCORE = "supernet"

@@ -137,7 +137,7 @@ def load_mapping(path: str | Path) -> dict:
     return data
 
 
-def parse_scalar(text: str, source: str = "--set") -> Any:
+def parse_scalar(text: str, source: str = "overrides") -> Any:
     """Parse a `--set` value with the same rules as the files (`1e-3` is a float, `[1, 2]` a list)."""
     if text.strip() == "":
         return ""

@@ -15,7 +15,7 @@ from nas.core.errors import ConfigError, clip
 _DEVICE = re.compile(r"(cpu|cuda)(?::(\d+))?")
 
 
-def resolve_device(text: str | torch.device | None, flag: str = "--device") -> torch.device:
+def resolve_device(text: str | torch.device | None, flag: str = "device") -> torch.device:
     """`cpu`, `cuda` or `cuda:N` as a usable device; None means `cuda` when available, else `cpu`.
 
     `cuda` without an index is the current CUDA device (cuda:0 unless the process chose another),

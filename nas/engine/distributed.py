@@ -49,9 +49,9 @@ def detect(device: str | torch.device | None = None) -> DistEnv:
     chosen = resolve_device(device)
     if world > 1 and chosen.type == "cuda":
         if device is not None and ":" in str(device):
-            raise ConfigError(f"--device: {device}: under torchrun each rank uses cuda:LOCAL_RANK; "
+            raise ConfigError(f"device: {device}: under torchrun each rank uses cuda:LOCAL_RANK; "
                               f"pass --device cuda (or cpu)")
-        chosen = resolve_device(f"cuda:{local}", f"--device (LOCAL_RANK {local})")
+        chosen = resolve_device(f"cuda:{local}", f"device (LOCAL_RANK {local})")
     return DistEnv(rank, world, local, str(chosen))
 
 

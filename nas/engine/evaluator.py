@@ -112,7 +112,7 @@ class Evaluator:
 
     def batches(self, split: str) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
         if split not in SPLITS:
-            raise NasError(f"--split: unknown split '{split}'; choose one of {', '.join(SPLITS)}")
+            raise NasError(f"split: unknown split '{split}'; choose one of {', '.join(SPLITS)}")
         for x, y in self.data.eval_batches(split, self.settings.batch_size):
             yield x.contiguous(memory_format=self.memory_format), y
 

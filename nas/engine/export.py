@@ -74,11 +74,11 @@ def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.Expo
 def check_format(export_format: str) -> None:
     """Fail before any work when `export_format` is unknown or its packages are missing."""
     if export_format not in FORMATS:
-        raise NasError(f"--format: unknown format '{export_format}'; choose one of {', '.join(FORMATS)}")
+        raise NasError(f"export_format: unknown format '{export_format}'; choose one of {', '.join(FORMATS)}")
     if export_format == "onnx":
         missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
         if missing:
-            raise NasError(f"--format onnx: needs {' and '.join(missing)}, not installed; install the onnx extra: "
+            raise NasError(f"export_format onnx: needs {' and '.join(missing)}, not installed; install the onnx extra: "
                            "pip install -e '.[onnx]' (in a checkout of nas)")
 
 
@@ -206,7 +206,7 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     check_format(export_format)     # a missing package fails before the evaluations
     arch = resolve_arch(run.space, arch)
     out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
-    check_export_dir(out_dir, "--out" if out is not None else "RUN", run.space.params(arch))
+    check_export_dir(out_dir, "out" if out is not None else "RUN", run.space.params(arch))
     val = run.evaluator.evaluate(arch, "val")
     test = run.evaluator.evaluate(arch, "test")
     preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std)

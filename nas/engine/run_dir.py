@@ -36,7 +36,7 @@ DEFAULT_RUNS_DIR = "runs"
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
-def check_name(name: str, flag: str = "--name") -> str:
+def check_name(name: str, flag: str = "name") -> str:
     """`name` if it is a plain folder name (`[A-Za-z0-9._-]+`, not `.` or `..`); else `RunError`.
 
     Run names (and search folder names taken from `--study`) become one folder under
@@ -108,13 +108,13 @@ def check_resume(run: RunDir, resume: bool, checkpoint: str = LAST) -> str | Non
     """
     if not resume:
         if checkpoint != LAST:
-            raise ConfigError("--checkpoint: only with --resume (which checkpoint to continue from)")
+            raise ConfigError("checkpoint: only with --resume (which checkpoint to continue from)")
         if _has_files(run.root):
-            raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose another --name")
+            raise RunError(f"name: {run.root} already exists; continue it with --resume or choose another --name")
         return None
-    check_name(checkpoint, "--checkpoint")
+    check_name(checkpoint, "checkpoint")
     if not run.config.is_file():
-        raise RunError(f"--resume: no run at {run.root} to resume (train it first without --resume)")
+        raise RunError(f"resume: no run at {run.root} to resume (train it first without --resume)")
     if (run.checkpoints / checkpoint).is_file():
         return checkpoint
     present = sorted(p.name for p in run.checkpoints.glob("*.pt")) if run.checkpoints.is_dir() else []
@@ -123,7 +123,7 @@ def check_resume(run: RunDir, resume: bool, checkpoint: str = LAST) -> str | Non
         return None
     there = ", ".join(present) if present else "no checkpoint, but metrics.jsonl"
     hint = f"resume from {present[-1]} with --resume --checkpoint {present[-1]}, or " if present else ""
-    raise RunError(f"--resume: {run.checkpoints} has no {checkpoint} (there: {there}); {hint}start a new run "
+    raise RunError(f"resume: {run.checkpoints} has no {checkpoint} (there: {there}); {hint}start a new run "
                    f"with another --name")
 
 
@@ -136,11 +136,11 @@ def _checkpoint_bytes(weights: Mapping[str, Any]) -> int:
 def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str, Any]) -> Iterator[None]:
     """Rank 0: check the folder can hold the run (with `weights`, the strategy's model state),
     lock it, write config.yaml and environment.json."""
-    check_writable(run.root, "--runs-dir", _checkpoint_bytes(weights))
+    check_writable(run.root, "runs_dir", _checkpoint_bytes(weights))
     with folder_lock(run.root, "run"):
         if not resume:
             if run.config.exists():    # another process created it since check_resume
-                raise RunError(f"--name: {run.root} already exists; continue it with --resume or choose "
+                raise RunError(f"name: {run.root} already exists; continue it with --resume or choose "
                                f"another --name")
             write_text(run.config, f"# nas train {run.config} --name {run.name} --resume\n"
                        + yaml_io.dumps(config.to_dict()))

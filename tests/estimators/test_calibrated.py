@@ -77,18 +77,18 @@ def test_rank_features_use_the_ground_truths_scores():
 
 def test_too_few_archs_are_refused_in_one_line():
     space, archs, targets = _ground_truth(MIN_ARCHS - 1)
-    with pytest.raises(ConfigError, match=f"--archs: calibrated needs a ground truth of at least {MIN_ARCHS} archs"):
+    with pytest.raises(ConfigError, match=f"archs: calibrated needs a ground truth of at least {MIN_ARCHS} archs"):
         fit_calibrated(archs, targets, EstimatorContext(space=space), features=())
 
 
 def test_a_missing_model_names_score_and_how_to_fit_it(tmp_path):
     space = make_space("cell201", small=True)
-    with pytest.raises(ConfigError, match=r"--score: 'calibrated' has no fitted model .*nas fidelity RUN "
+    with pytest.raises(ConfigError, match=r"score: 'calibrated' has no fitted model .*nas fidelity RUN "
                                           r"--estimators \.\.\.,calibrated"):
         build_estimator("calibrated").scores([space.max()], EstimatorContext(space=space, run_dir=tmp_path))
-    with pytest.raises(ConfigError, match="--score: 'calibrated' needs a trained run"):
+    with pytest.raises(ConfigError, match="score: 'calibrated' needs a trained run"):
         build_estimator("calibrated").scores([space.max()], EstimatorContext(space=space))
     calibration_path(tmp_path).parent.mkdir(parents=True)
     calibration_path(tmp_path).write_text("{not json")
-    with pytest.raises(ConfigError, match="--score: cannot read the calibrated model"):
+    with pytest.raises(ConfigError, match="score: cannot read the calibrated model"):
         build_estimator("calibrated").scores([space.max()], EstimatorContext(space=space, run_dir=tmp_path))

@@ -79,19 +79,19 @@ def test_unknown_component_is_one_line_naming_score_with_a_did_you_mean():
     with pytest.raises(RegistryError) as error:
         build_estimator("supernet+naswto")
     message = str(error.value)
-    assert message.startswith("--score: unknown estimator 'naswto' (did you mean 'naswot'?)")
+    assert message.startswith("score: unknown estimator 'naswto' (did you mean 'naswot'?)")
     assert "\n" not in message
     with pytest.raises(RegistryError, match="did you mean 'synflow'"):
         build_estimator("synflw")
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("x*naswot", "--score: the weight of 'naswot' in 'x\\*naswot' must be a positive decimal number such as 2, "
+    ("x*naswot", "score: the weight of 'naswot' in 'x\\*naswot' must be a positive decimal number such as 2, "
                  "0.5 or 1e-3 \\(finite, not denormal\\), got 'x'"),
     ("-1*naswot+macs", "must be a positive decimal number .*, got '-1'"),
-    ("naswot+", "--score: empty component in 'naswot\\+'"),
-    ("naswot+2*naswot", "--score: 'naswot' appears twice"),
-    ("fused", "--score: a fusion names its components: write e.g. 2\\*supernet\\+naswot\\+synflow"),
+    ("naswot+", "score: empty component in 'naswot\\+'"),
+    ("naswot+2*naswot", "score: 'naswot' appears twice"),
+    ("fused", "score: a fusion names its components: write e.g. 2\\*supernet\\+naswot\\+synflow"),
 ])
 def test_malformed_fusions_are_refused(spec, message):
     with pytest.raises(ConfigError, match=message):

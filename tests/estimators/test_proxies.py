@@ -192,9 +192,9 @@ def test_init_seeds_change_the_score_and_are_averaged():
 
 def test_data_proxies_need_batches_and_zico_two():
     space = make_space("cell201", small=True)
-    with pytest.raises(ConfigError, match="--score: 'naswot' needs training batches"):
+    with pytest.raises(ConfigError, match="score: 'naswot' needs training batches"):
         build_estimator("naswot").scores([space.max()], EstimatorContext(space=space))
-    with pytest.raises(ConfigError, match="--score: 'zico' needs at least 2 batches"):
+    with pytest.raises(ConfigError, match="score: 'zico' needs at least 2 batches"):
         build_estimator("zico").scores([space.max()], EstimatorContext(space=space, batches=_batches(n=1)))
     assert math.isfinite(build_estimator("synflow").score(space.max(), EstimatorContext(space=space)))
 

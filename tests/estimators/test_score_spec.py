@@ -36,7 +36,7 @@ def test_a_spec_of_one_component_is_its_estimator_and_a_fusion_is_named_canonica
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("*naswot", "--score: the weight of 'naswot' in '*naswot' must be a positive decimal number"),
+    ("*naswot", "score: the weight of 'naswot' in '*naswot' must be a positive decimal number"),
     ("1_0*naswot+macs", "got '1_0'"),
     ("\u0662*naswot+macs", "got '\u0662'"),               # an Arabic-Indic two: float() reads it, the grammar does not
     ("\uff12*naswot+macs", "got '\uff12'"),               # a full-width two
@@ -48,18 +48,18 @@ def test_a_spec_of_one_component_is_its_estimator_and_a_fusion_is_named_canonica
     ("-2*naswot+macs", "got '-2'"),
     ("0x10*naswot+macs", "got '0x10'"),
     ("2*3*naswot+macs", "got '2*3'"),
-    ("1e308*naswot+1e308*macs", "--score: the weights of '1e308*naswot+1e308*macs' sum beyond the largest float"),
-    ("", "--score: empty component in ''"),
-    ("naswot+", "--score: empty component in 'naswot+'"),
-    ("naswot++macs", "--score: empty component in 'naswot++macs'"),
-    ("2*+macs", "--score: empty component in '2*+macs'"),
-    ("naswot+2*naswot", "--score: 'naswot' appears twice in 'naswot+2*naswot'; give it one weight instead"),
-    ("macs + 2.0*macs", "--score: 'macs' appears twice"),
+    ("1e308*naswot+1e308*macs", "score: the weights of '1e308*naswot+1e308*macs' sum beyond the largest float"),
+    ("", "score: empty component in ''"),
+    ("naswot+", "score: empty component in 'naswot+'"),
+    ("naswot++macs", "score: empty component in 'naswot++macs'"),
+    ("2*+macs", "score: empty component in '2*+macs'"),
+    ("naswot+2*naswot", "score: 'naswot' appears twice in 'naswot+2*naswot'; give it one weight instead"),
+    ("macs + 2.0*macs", "score: 'macs' appears twice"),
 ])
 def test_specs_outside_the_grammar_are_one_line_naming_score(spec, message):
     with pytest.raises(ConfigError) as raised:
         canonical_spec(spec)
-    assert str(raised.value).startswith("--score: ") and message in str(raised.value)
+    assert str(raised.value).startswith("score: ") and message in str(raised.value)
     assert "\n" not in str(raised.value)
     with pytest.raises(ConfigError):
         build_estimator(spec)
@@ -68,7 +68,7 @@ def test_specs_outside_the_grammar_are_one_line_naming_score(spec, message):
 def test_an_exponent_with_a_plus_is_outside_the_grammar_and_says_so():
     with pytest.raises(ConfigError) as raised:      # `+` joins components: not `1e` and `5*naswot`
         canonical_spec("macs + 1E+5 * naswot")
-    assert str(raised.value) == ("--score: '1E+5' in 'macs + 1E+5 * naswot': write an exponent without '+' "
+    assert str(raised.value) == ("score: '1E+5' in 'macs + 1E+5 * naswot': write an exponent without '+' "
                                  "(1e5, not 1e+5), since '+' joins components")
 
 
@@ -77,7 +77,7 @@ def test_fidelity_estimators_are_named_canonically_and_errors_name_estimators():
 
     assert parse_names("naswot + 2.0*macs, 2*macs+naswot, 1*synflow") == \
         ["supernet", "macs", "params", "2*macs+naswot", "synflow"]
-    with pytest.raises(ConfigError, match=r"^--estimators: the weight of 'macs' in '1_0\*macs\+naswot'"):
+    with pytest.raises(ConfigError, match=r"^estimators: the weight of 'macs' in '1_0\*macs\+naswot'"):
         parse_names("1_0*macs+naswot")
-    with pytest.raises(RegistryError, match=r"^--estimators: unknown estimator 'nasw'"):
+    with pytest.raises(RegistryError, match=r"^estimators: unknown estimator 'nasw'"):
         parse_names("macs,nasw+macs")

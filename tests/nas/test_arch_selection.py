@@ -64,7 +64,7 @@ def test_level_draws_span_the_choices():
 
 def test_too_many_archs_or_too_few_are_errors():
     space = make_space("cell201", small=True, operations=("none", "skip_connect"))
-    with pytest.raises(ConfigError, match="--archs: the space 'cell201' offers only"):
+    with pytest.raises(ConfigError, match="archs: the space 'cell201' offers only"):
         select_archs(space, 1000)
-    with pytest.raises(ConfigError, match="--archs: must be an integer >= 2"):
+    with pytest.raises(ConfigError, match="archs: must be an integer >= 2"):
         select_archs(space, 1)

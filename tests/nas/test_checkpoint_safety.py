@@ -126,9 +126,9 @@ def test_resume_config_is_the_runs_own_config_checked_first(trained):
     saved = api.resume_config("tiny", runs_dir=trained)
     assert saved == load_config(trained / "tiny" / "config.yaml")
     assert api.resume_config("tiny", ["train.seed=0"], runs_dir=trained) == saved     # agrees: fine
-    with pytest.raises(ConfigError, match=r"^--set train.seed: contradicts .*config.yaml, which is authoritative"):
+    with pytest.raises(ConfigError, match=r"^overrides train.seed: contradicts .*config.yaml, which is authoritative"):
         api.resume_config("tiny", ["train.seed=3"], runs_dir=trained)
-    with pytest.raises(RunError, match="^--resume: no run at .*absent to resume"):
+    with pytest.raises(RunError, match="^resume: no run at .*absent to resume"):
         api.resume_config("absent", runs_dir=trained)
 
 

@@ -30,7 +30,7 @@ def test_parsing_with_two_gpus(two_gpus):
     assert resolve_device("cuda:1") == torch.device("cuda", 1)
     assert resolve_device(" cpu ") == torch.device("cpu")
     assert resolve_device(torch.device("cuda", 1)) == torch.device("cuda", 1)
-    with pytest.raises(ConfigError, match=r"^--device: cuda:2: this machine has 2 CUDA devices \(cuda:0 to cuda:1\)$"):
+    with pytest.raises(ConfigError, match=r"^device: cuda:2: this machine has 2 CUDA devices \(cuda:0 to cuda:1\)$"):
         resolve_device("cuda:2")
 
 
@@ -38,7 +38,7 @@ def test_parsing_without_gpu(no_gpu):
     assert resolve_device(None) == torch.device("cpu")
     assert resolve_device("cpu") == torch.device("cpu")
     for text in ("cuda", "cuda:0"):
-        with pytest.raises(ConfigError, match=rf"^--device: {text}: CUDA is not available here .*use --device cpu$"):
+        with pytest.raises(ConfigError, match=rf"^device: {text}: CUDA is not available here .*use --device cpu$"):
             resolve_device(text)
 
 
@@ -56,7 +56,7 @@ def test_torchrun_ranks_take_cuda_local_rank(two_gpus, monkeypatch):
     assert distributed.detect().device == "cuda:1"
     assert distributed.detect("cuda").device == "cuda:1"
     assert distributed.detect("cpu").device == "cpu"
-    with pytest.raises(ConfigError, match="--device: cuda:0: under torchrun each rank uses cuda:LOCAL_RANK"):
+    with pytest.raises(ConfigError, match="^device: cuda:0: under torchrun each rank uses cuda:LOCAL_RANK"):
         distributed.detect("cuda:0")
     monkeypatch.setenv("LOCAL_RANK", "3")
     with pytest.raises(ConfigError, match=r"LOCAL_RANK 3\): cuda:3: this machine has 2 CUDA devices"):

@@ -19,13 +19,13 @@ def test_long_messages_are_cut_at_a_word_boundary():
 
 
 @pytest.mark.parametrize("overrides, blamed", [
-    (["train.steps=5"], "--set: train.epochs, steps: give exactly one of them"),
-    (["space.depths=[[1]]"], "--set space.depths: space.options.widths: needs one entry per stage"),
-    (["train.optimizer.lr=.inf"], "--set: train.optimizer.lr: must be a finite number, got inf"),
-    (["train.optimizer.lr=.nan"], "--set: train.optimizer.lr: expected float, got nan"),
-    (["eval.batch_size=0"], "--set: eval.batch_size: must be an integer >= 1, got 0"),
+    (["train.steps=5"], "overrides: train.epochs, steps: give exactly one of them"),
+    (["space.depths=[[1]]"], "overrides space.depths: space.options.widths: needs one entry per stage"),
+    (["train.optimizer.lr=.inf"], "overrides: train.optimizer.lr: must be a finite number, got inf"),
+    (["train.optimizer.lr=.nan"], "overrides: train.optimizer.lr: expected float, got nan"),
+    (["eval.batch_size=0"], "overrides: eval.batch_size: must be an integer >= 1, got 0"),
 ])
-def test_problems_an_override_causes_are_blamed_on_set_not_on_the_file(overrides, blamed):
+def test_problems_an_override_causes_are_blamed_on_the_overrides_not_on_the_file(overrides, blamed):
     with pytest.raises(ConfigError) as raised:
         load_config("fashion_mnist_mbv3", overrides)
     assert raised.value.problems[0].startswith(blamed), raised.value.problems
@@ -56,7 +56,7 @@ def test_a_check_across_keys_is_blamed_on_the_file_when_the_file_alone_fails_it(
 def test_a_check_across_keys_is_blamed_on_the_override_that_broke_it(overrides):
     with pytest.raises(ConfigError) as raised:
         load_config("fashion_mnist_cell201_pada", overrides)
-    assert raised.value.problems == ["--set data.in_memory: data.sampling: pada draws each epoch's images from "
+    assert raised.value.problems == ["overrides data.in_memory: data.sampling: pada draws each epoch's images from "
                                      "in-memory data; set data.in_memory: true (Fashion-MNIST, CIFAR) or "
                                      "data.sampling: uniform"]
 
@@ -65,8 +65,8 @@ def test_a_shipped_value_made_wrong_by_an_override_is_blamed_on_that_override():
     with pytest.raises(ConfigError) as raised:       # cell201's options are wrong only for mobilenetv3
         load_config("fashion_mnist_cell201_pada", ["train.seed=1", "space.name=mobilenetv3"])
     assert len(raised.value.problems) == 4
-    assert all(line.startswith("--set space.name: space.options.") for line in raised.value.problems)
-    assert raised.value.problems[0].startswith("--set space.name: space.options.image_size: unknown key; allowed: ")
+    assert all(line.startswith("overrides space.name: space.options.") for line in raised.value.problems)
+    assert raised.value.problems[0].startswith("overrides space.name: space.options.image_size: unknown key; allowed: ")
 
 
 @pytest.mark.parametrize("url, shown", [

@@ -238,7 +238,7 @@ def test_auto_says_when_its_choice_is_indistinguishable_from_chance(tmp_path):
     path = _summary(tmp_path / "fidelity" / "flat", {"supernet": 0.02, "naswot": 0.08}, 1_000_000_000)
     choice = choose_score("auto", tmp_path)
     assert choice.name == "naswot"
-    assert choice.reason == (f"--score auto: naswot (within-bin Kendall tau 0.080 in {path}; supernet 0.020); its "
+    assert choice.reason == (f"score auto: naswot (within-bin Kendall tau 0.080 in {path}; supernet 0.020); its "
                              "90% interval [-0.02, 0.18] includes 0: this ground truth cannot tell it from chance "
                              "within MACs bins, so the choice is weak (more archs, nas fidelity --archs, would "
                              "settle it)")
@@ -255,10 +255,10 @@ def test_auto_reads_only_summaries_that_compare_estimators(tmp_path):
     old.parent.mkdir()
     old.write_text(json.dumps({"kendall_tau": 0.4}))                  # written before estimators existed
     choice = choose_score("auto", tmp_path)
-    assert choice.name == "supernet" and choice.reason == f"--score auto: supernet ({old} reports no within-bin tau " \
+    assert choice.name == "supernet" and choice.reason == f"score auto: supernet ({old} reports no within-bin tau " \
                                                           "of any estimator)"
     old.write_text("{not json")
-    with pytest.raises(SearchError, match=f"--score auto: {old}: cannot read the fidelity summary"):
+    with pytest.raises(SearchError, match=f"score auto: {old}: cannot read the fidelity summary"):
         choose_score("auto", tmp_path)
     assert choose_score("params", tmp_path).reason is None
 

@@ -86,7 +86,7 @@ def test_two_workers_asking_at_once_never_pop_the_same_enqueued_trial(tmp_path, 
 def test_an_ask_lock_that_cannot_be_created_names_the_storage_argument(tmp_path):
     database = tmp_path / "study.db"
     (tmp_path / "study.db.ask.lock").mkdir()        # the lock's name is taken by a folder
-    with pytest.raises(SearchError, match=r"^--storage: cannot create .*study\.db\.ask\.lock \(Is a directory\)"):
+    with pytest.raises(SearchError, match=r"^storage: cannot create .*study\.db\.ask\.lock \(Is a directory\)"):
         with ask_lock(storage_file(f"sqlite:///{database}", tmp_path)):
             pass
 

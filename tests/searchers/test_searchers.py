@@ -142,7 +142,7 @@ def test_resume_with_other_settings_fails(space, target, search_dir):
 
 
 def test_unsatisfiable_budget_names_the_cheapest_subnet(space, target, search_dir):
-    with pytest.raises(SearchError, match=r"--max-macs: 0.3M is below the cheapest subnet \(min: 0.335M MACs\)"):
+    with pytest.raises(SearchError, match=r"^max_macs: 0.3M is below the cheapest subnet \(min: 0.335M MACs\)"):
         run_search(space, StubEvaluator(space, target), SearchPlan("random", trials=5),
                    SearchOutput(search_dir, progress=False, tensorboard=False), constraints=Constraints(max_macs=3e5))
 
@@ -156,5 +156,5 @@ def test_rejection_cap_stops_with_a_message(search_dir):
 
 
 def test_storage_needs_an_optuna_searcher(space, target, search_dir):
-    with pytest.raises(ConfigError, match="--storage: only the optuna searchers share a study"):
+    with pytest.raises(ConfigError, match="^storage: only the optuna searchers share a study"):
         _search(space, target, search_dir, "random", 5, storage=f"sqlite:///{search_dir}/s.db")

@@ -69,7 +69,7 @@ def test_generate_rejects_a_budget_below_the_min_subnet_and_a_run_without_genera
     run.strategy.sampler.generator = None
     with pytest.raises(RunError, match="has no architecture generator"):
         api.generate(run, "50%")
-    with pytest.raises(ConfigError, match="--searcher generator: the run has no architecture generator"):
+    with pytest.raises(ConfigError, match="^searcher generator: the run has no architecture generator"):
         api.search(run, "generator", trials=1, progress=False, out=runs / "none")
 
 
@@ -84,11 +84,11 @@ def test_an_infinite_budget_is_one_line_naming_the_flag(runs, capsys, tmp_path, 
 
 def test_an_infinite_budget_through_the_python_api_is_refused(runs):
     run = api.load_run("shift", runs)
-    with pytest.raises(ConfigError, match="--max-macs: inf is not a finite amount"):
+    with pytest.raises(ConfigError, match="^max_macs: inf is not a finite amount"):
         api.generate(run, float("inf"))
-    with pytest.raises(ConfigError, match="--max-params: inf is not a finite amount"):
+    with pytest.raises(ConfigError, match="^max_params: inf is not a finite amount"):
         api.search(run, max_params=float("inf"), trials=1, progress=False)
-    with pytest.raises(ConfigError, match="--max-latency-ms: must be a finite number, got inf"):
+    with pytest.raises(ConfigError, match="^max_latency_ms: must be a finite number, got inf"):
         api.search(run, max_latency_ms=float("inf"), trials=1, progress=False)
 
 

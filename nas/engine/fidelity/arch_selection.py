@@ -53,12 +53,12 @@ def select_archs(space: ArchSpace, count: int, seed: int = 0) -> list[Arch]:
     Raises:
         ConfigError: naming `--archs` when `count` < 2 or the pool has too few archs.
     """
-    check_int("--archs", count, 2)
+    check_int("archs", count, 2)
     low, high = space.min(), space.max()
     ends = {arch_id(low): low, arch_id(high): high}
     pool = [a for a in candidate_pool(space, seed) if arch_id(a) not in ends and space.is_live(a)]
     if len(ends) + len(pool) < count:
-        raise ConfigError(f"--archs: the space '{space.name}' offers only {len(ends) + len(pool)} distinct live "
+        raise ConfigError(f"archs: the space '{space.name}' offers only {len(ends) + len(pool)} distinct live "
                           f"architectures to measure, fewer than {count}")
     middle = sorted(_stratified(space, pool, count - len(ends), seed), key=lambda a: (space.macs(a), arch_id(a)))
     return [low, *middle, high] if len(ends) == 2 else [low, *middle]

@@ -1,4 +1,4 @@
-"""The estimators a fidelity measurement reports beside the supernet (`nas fidelity --estimators`).
+"""The estimators a fidelity measurement reports beside the supernet (`estimators` of `fidelity`).
 
 Each estimator (`estimators/`) scores the measured archs once; the scores go into each arch's
 line of results.jsonl (`"estimators": {name: score}`), and a resumed measurement computes only
@@ -16,11 +16,12 @@ from typing import Any
 
 from estimators import Estimator, EstimatorContext, build_estimator, canonical_spec
 from nas.core.arch import Arch, arch_id
-from nas.core.errors import ConfigError, RegistryError
+from nas.core.errors import ConfigError
 from nas.core.registry import ESTIMATORS, SUPERNET_SCORE
 
 BASELINES = ("macs", "params")      # the free baselines the verdict compares the supernet with
 CALIBRATED = "calibrated"           # fitted on the measurement itself: only when asked for
+PARAM = "estimators"                # the parameter of `fidelity` its errors name
 
 
 def default_names() -> list[str]:
@@ -36,41 +37,29 @@ def parse_names(spec: str | Sequence[str] | None) -> list[str]:
     needs them).
 
     Raises:
-        ConfigError: an empty name or a spec outside the grammar (naming `--estimators`).
-        RegistryError: an unknown name (naming `--estimators`).
+        ConfigError: an empty name or a spec outside the grammar (naming `estimators`).
+        RegistryError: an unknown name (naming `estimators`).
     """
     if spec is None:
         names = default_names()
     else:
         names = [n.strip() for n in (spec.split(",") if isinstance(spec, str) else spec)]
         if not all(names):
-            raise ConfigError(f"--estimators: expected comma-separated estimator names, got {spec!r}")
-        try:
-            names = [canonical_spec(n) for n in names]
-        except (ConfigError, RegistryError) as e:
-            raise _naming_estimators(e) from None
+            raise ConfigError(f"{PARAM}: expected comma-separated estimator names, got {spec!r}")
+        names = [canonical_spec(n, PARAM) for n in names]
     ordered = [SUPERNET_SCORE, *BASELINES, *names]
     return list(dict.fromkeys(ordered))
 
 
 def build_estimators(names: Sequence[str]) -> dict[str, Estimator]:
     """The estimator of each name (except `calibrated`, which is fitted later); an unknown name
-    or a bad fusion is one line naming `--estimators`."""
+    or a bad fusion is one line naming `estimators`."""
     built = {}
     for name in names:
         if name == CALIBRATED:
             continue
-        try:
-            built[name] = build_estimator(name)
-        except (ConfigError, RegistryError) as e:
-            raise _naming_estimators(e) from None
+        built[name] = build_estimator(name, PARAM)
     return built
-
-
-def _naming_estimators(error: ConfigError | RegistryError) -> ConfigError | RegistryError:
-    """An estimator error, which names `--score` (the search's flag), naming `--estimators`."""
-    flag = f"{ESTIMATORS.yaml_key}:"
-    return type(error)("\n".join(line.replace(flag, "--estimators:", 1) for line in error.lines()))
 
 
 def score_archs(estimators: Mapping[str, Estimator], archs: Sequence[Arch], context: EstimatorContext,
@@ -116,10 +105,10 @@ def calibrated_scores(archs: Sequence[Arch], targets: Sequence[float], scores: M
     try:     # estimators/calibrated.py comes with the estimators plugins; absent, say so
         from estimators.calibrated import DEFAULT_FEATURES, calibration_path, fit_calibrated
     except ImportError:
-        raise ConfigError("--estimators: 'calibrated' is not available in this installation "
+        raise ConfigError(f"{PARAM}: 'calibrated' is not available in this installation "
                           "(estimators/calibrated.py is missing)") from None
     if context.run_dir is None:
-        raise ConfigError("--estimators: 'calibrated' is stored in a run folder; measure a run")
+        raise ConfigError(f"{PARAM}: 'calibrated' is stored in a run folder; measure a run")
     given = {name: [scores[arch_id(a)][name] for a in archs] for name in DEFAULT_FEATURES
              if all(scores[arch_id(a)].get(name) is not None for a in archs)}
     calibration = fit_calibrated(archs, targets, context, ground_truth=ground_truth, feature_scores=given)

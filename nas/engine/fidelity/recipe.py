@@ -102,7 +102,7 @@ def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 def _read_overrides(path: Path) -> dict[str, Any]:
     if not path.is_file():
-        raise ConfigError(f"--recipe: {path}: no such file")
+        raise ConfigError(f"recipe: {path}: no such file")
     overrides = yaml_io.load_mapping(path)
     for key in overrides:
         if key not in SECTIONS:
@@ -118,7 +118,7 @@ def load_recipe(config: RunConfig, path: str | Path | None = None, epochs: int |
         ConfigError: naming `--epochs`, or the recipe file and the key path of each problem.
     """
     if epochs is not None:
-        check_int("--epochs", epochs, 1)
+        check_int("epochs", epochs, 1)
     raw = config.to_dict()
     raw["train"]["seed"] = 0
     source = "<run config>"

@@ -89,11 +89,11 @@ class Plan:
 
 def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int) -> None:
     """Raise `ConfigError` naming the flag of the first bad count."""
-    check_int("--archs", archs, 2, " (the min and max subnets are always measured)")
+    check_int("archs", archs, 2, " (the min and max subnets are always measured)")
     if epochs is not None:
-        check_int("--epochs", epochs, 1)
-    check_int("--seeds", seeds, 1)
-    check_int("--workers", workers, 1)
+        check_int("epochs", epochs, 1)
+    check_int("seeds", seeds, 1)
+    check_int("workers", workers, 1)
 
 
 def plan(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path, *, archs: int,

@@ -34,7 +34,7 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
     from nas.engine.fidelity.runner import check_arguments, plan, standalone_record
 
     check_arguments(archs, epochs, seeds, workers)
-    check_writable(ground_truth_dir, "--ground-truth")
+    check_writable(ground_truth_dir, "ground_truth_dir")
     measured = plan(config, build_space(config), standalone_model, ground_truth_dir, archs=archs, epochs=epochs,
                     seeds=seeds, recipe=recipe, selection_seed=selection_seed)
     records: dict[str, dict[str, Any]] = {}
@@ -75,15 +75,15 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     from nas.engine.fidelity.runner import check_arguments, plan, run_fidelity
 
     check_arguments(archs, epochs, seeds, workers)     # before loading the run
-    check_int("--init-seeds", init_seeds, 1)
+    check_int("init_seeds", init_seeds, 1)
     names = parse_names(estimators)
     build_estimators(names)
     if not isinstance(run, Run):
         run = load_run(run, runs_dir, checkpoint, device)
     # before any evaluation or folder: where it writes, then the data (the recipe's, the run's)
     root = Path(ground_truth_dir) if ground_truth_dir is not None else run.dir.fidelity("ground_truth")
-    check_writable(root, "--ground-truth" if ground_truth_dir is not None else "RUN")
-    check_writable(out if out is not None else run.dir.fidelity(""), "--out" if out is not None else "RUN")
+    check_writable(root, "ground_truth_dir" if ground_truth_dir is not None else "RUN")
+    check_writable(out if out is not None else run.dir.fidelity(""), "out" if out is not None else "RUN")
     measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
                     recipe=recipe, selection_seed=selection_seed, init_seeds=init_seeds)
     _ = run.data     # loads (and so checks) the run's data before any evaluation or folder

@@ -30,15 +30,15 @@ class Constraints:
 
     def __post_init__(self) -> None:
         for cost in COSTS:
-            budget = getattr(self, f"max_{cost.name}")
+            budget = getattr(self, cost.param)
             if budget is not None and not budget > 0:
-                raise ConfigError(f"{cost.flag}: must be > 0, got {budget}")
+                raise ConfigError(f"{cost.param}: must be > 0, got {budget}")
             if budget is not None and not math.isfinite(budget):
-                raise ConfigError(f"{cost.flag}: must be a finite number, got {budget}")
+                raise ConfigError(f"{cost.param}: must be a finite number, got {budget}")
 
     def budgets(self) -> dict[str, float]:
         """Constrained cost name (`macs`, `params`, `latency_ms`) -> budget."""
-        values = {cost.name: getattr(self, f"max_{cost.name}") for cost in COSTS}
+        values = {cost.name: getattr(self, cost.param) for cost in COSTS}
         return {name: float(budget) for name, budget in values.items() if budget is not None}
 
 
@@ -47,7 +47,7 @@ class SearchCosts:
 
     def __init__(self, space: ArchSpace, budgets: Mapping[str, float], latency: LatencyTable | None):
         if LATENCY.name in budgets and latency is None:
-            raise ConfigError(f"{LATENCY.flag}: needs a latency table; build one with "
+            raise ConfigError(f"{LATENCY.param}: needs a latency table; build one with "
                               "`nas latency-table RUN --device D --batch B`")
         if latency is not None:
             latency.check_space(space)
@@ -81,7 +81,7 @@ class SearchCosts:
         for cost in COSTS:
             budget = self.budgets.get(cost.name)
             if budget is not None and costs[cost.name] > budget:
-                return f"{cost.name} {cost.amount(costs[cost.name])} > {cost.flag} {cost.amount(budget)}"
+                return f"{cost.name} {cost.amount(costs[cost.name])} > {cost.param} {cost.amount(budget)}"
         return None
 
     def feasible(self, arch: Arch, key: str | None = None) -> bool:
@@ -97,7 +97,7 @@ class SearchCosts:
                 where = ""
                 if cost is LATENCY and self.latency is not None:
                     where = f" predicted on {self.latency.device.device}, batch {self.latency.device.batch_size}"
-                raise SearchError(f"{cost.flag}: {cost.budget(budget)} is below the cheapest subnet "
+                raise SearchError(f"{cost.param}: {cost.budget(budget)} is below the cheapest subnet "
                                   f"(min: {cost.amount(costs[name])}{where}); raise the budget")
 
     def latency_check(self, export: Callable[[Arch], nn.Module] | None, best: Arch) -> dict[str, Any] | None:

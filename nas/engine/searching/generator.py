@@ -36,12 +36,12 @@ def generate(run: Run, max_macs: str | float, seed: int = 0, out: str | Path | N
         raise RunError(f"RUN: {run.dir.root} has no architecture generator (train it with "
                        f"strategy.sampler: {{name: shiftnas, generator: true}})")
     low, high = run.space.macs(run.space.min()), run.space.macs(run.space.max())
-    budget = resolve_budget(max_macs, low, high, "--max-macs")
+    budget = resolve_budget(max_macs, low, high, "max_macs")
     if budget < low:
-        raise ConfigError(f"--max-macs: {format_amount(budget)} is below the smallest subnet's MACs "
+        raise ConfigError(f"max_macs: {format_amount(budget)} is below the smallest subnet's MACs "
                           f"({format_amount(low)})")
     if out is not None:
-        check_writable(Path(out).parent, "--out")
+        check_writable(Path(out).parent, "out")
     arch, attempts, shrunk = trainer.generate(budget, seed)
     macs, params = run.space.costs(arch)
     path = Path(out) if out is not None else run.dir.root / "generate" / f"{arch_id(arch)}.yaml"

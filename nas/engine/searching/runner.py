@@ -58,6 +58,7 @@ from nas.core.files import write_json
 from nas.core.pareto import front as pareto_front
 from nas.core.pareto import objective
 from nas.core.registry import SEARCHERS, SUPERNET_SCORE
+from nas.core.wording import announce
 from nas.core.schema import Problems, convert_dataclass
 from nas.engine.searching.latency import LatencyTable
 from nas.core.locks import folder_lock
@@ -313,11 +314,11 @@ def _canonical_score(name: str) -> str:
 
 def _check_arguments(plan: SearchPlan, shared: bool, study: SharedStudy) -> None:
     """Check the arguments that depend neither on the costs nor on the search directory."""
-    check_int("--trials", plan.trials, 1)
+    check_int("trials", plan.trials, 1)
     if not shared and (study.storage is not None or study.study is not None or study.worker != 0):
-        raise ConfigError(f"--storage: only the optuna searchers share a study; '{plan.searcher}' keeps its state "
+        raise ConfigError(f"storage: only the optuna searchers share a study; '{plan.searcher}' keeps its state "
                           "in the search directory")
-    check_int("--worker", study.worker, 0)
+    check_int("worker", study.worker, 0)
 
 
 def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
@@ -388,7 +389,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, plan: SearchPlan, output: S
             log = _Log(out_dir, target, active.completed(), plan.searcher, output.progress, output.tensorboard,
                        plan.score)
             if output.announce is not None:
-                print(output.announce, file=sys.stderr)
+                announce(output.announce)
             history: list[Record] | None = None
             try:
                 new = _loop(active, space, evaluate, plan, costs, target, out_dir, log,

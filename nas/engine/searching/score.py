@@ -146,7 +146,7 @@ def _read_summary(path: Path) -> dict[str, Any]:
         if not isinstance(summary, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
-        raise SearchError(f"--score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))}); "
+        raise SearchError(f"score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))}); "
                           "name a score with --score or run nas fidelity again") from e
     return summary
 
@@ -171,7 +171,7 @@ def _check_rows(summary: Mapping[str, Any], path: Path) -> None:
     for name, stats in _estimator_rows(summary).items():
         tau = stats.get("within_bin_tau")
         if tau is not None and not (_real(tau) and -1 <= tau <= 1):
-            raise SearchError(f"--score auto: {path}: the within-bin tau of '{clip(name)}' must be a number in "
+            raise SearchError(f"score auto: {path}: the within-bin tau of '{clip(name)}' must be a number in "
                               f"[-1, 1] or null, got {clip(json.dumps(tau))}; the fidelity summary is damaged: "
                               "run nas fidelity again or name a score with --score")
         if name == DEFAULT:
@@ -179,8 +179,8 @@ def _check_rows(summary: Mapping[str, Any], path: Path) -> None:
         try:
             build_estimator(name)
         except (ConfigError, RegistryError) as e:
-            problem = str(e).splitlines()[0].removeprefix("--score: ")
-            raise SearchError(f"--score auto: {path}: the fidelity summary names an estimator unknown here "
+            problem = str(e).splitlines()[0].removeprefix("score: ")
+            raise SearchError(f"score auto: {path}: the fidelity summary names an estimator unknown here "
                               f"({clip_words(problem)}); name a score with --score or run nas fidelity "
                               "again") from None
 
@@ -200,7 +200,7 @@ def choose_score(spec: str, run_root: Path, space: Any = None) -> ScoreChoice:
             ignored = f"; ignored {path}: it measured {other}"
     of_space = " of this space" if ignored else ""
     spec, why = default_score(space)
-    return ScoreChoice(spec, f"--score auto: {spec} (no fidelity summary{of_space} in {run_root / 'fidelity'}{ignored}; "
+    return ScoreChoice(spec, f"score auto: {spec} (no fidelity summary{of_space} in {run_root / 'fidelity'}{ignored}; "
                              f"{why}; `nas fidelity` measures the estimators on this run)")
 
 
@@ -208,7 +208,7 @@ def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreC
     _check_rows(summary, path)
     taus = within_bin_taus(summary)
     if not taus:
-        return ScoreChoice(DEFAULT, f"--score auto: {DEFAULT} ({path} reports no within-bin tau of any "
+        return ScoreChoice(DEFAULT, f"score auto: {DEFAULT} ({path} reports no within-bin tau of any "
                                     f"estimator{ignored})")
     ordered = sorted(taus, key=lambda name: (-taus[name], name != DEFAULT, name))
     best, others = ordered[0], ", ".join(f"{name} {taus[name]:.3f}" for name in ordered[1:])
@@ -218,7 +218,7 @@ def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreC
         weak = (f"; its 90% interval [{interval[0]:.2f}, {interval[1]:.2f}] includes 0: this ground truth cannot "
                 f"tell it from chance within MACs bins, so the choice is weak (more archs, nas fidelity --archs, "
                 f"would settle it)")
-    return ScoreChoice(best, f"--score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
+    return ScoreChoice(best, f"score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
                              f"{'; ' + others if others else ''}{ignored}){weak}")
 
 

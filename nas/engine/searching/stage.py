@@ -84,9 +84,9 @@ def latency_table(run: Run, device: str | torch.device | None = None, batch: int
     from nas.engine.searching.latency import write_latency_table
 
     device = resolve_device(device) if device is not None else run.device
-    check_int("--batch", batch, 1)
+    check_int("batch", batch, 1)
     if threads is not None:
-        check_int("--threads", threads, 1)
+        check_int("threads", threads, 1)
     check_writable(run.dir.root / "latency", "RUN")      # before minutes of measuring
     supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
     bar = None
@@ -175,13 +175,13 @@ def _search(run: Run, searcher: str, *, max_macs: str | float | None = None, max
     chosen = choose_score(score, run.dir.root, run.space)
     scorer = search_score(chosen.name, run)       # an unknown name fails here, with a did-you-mean
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
-    constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "--max-macs"),
-                              resolve_budget(max_params, low[1], high[1], "--max-params"), max_latency_ms)
+    constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "max_macs"),
+                              resolve_budget(max_params, low[1], high[1], "max_params"), max_latency_ms)
     if out is None and study is not None:
-        check_name(study, "--study")      # the search folder's name
+        check_name(study, "study")      # the search folder's name
     out_dir = Path(out) if out is not None else run.dir.search(
         _search_id(searcher, constraints, seed, study, scorer.name))
-    check_writable(out_dir, "--out" if out is not None else "RUN")
+    check_writable(out_dir, "out" if out is not None else "RUN")
     table = _search_table(run, device, batch, progress) if max_latency_ms is not None else None
     task = SearchTask(searcher, options, trials, seed, scorer.name, constraints, str(device), batch, out_dir)
     if workers > 1:
@@ -272,8 +272,8 @@ def _say_if_min(run: Run, result: SearchResult) -> None:
 
 def _check_search_arguments(run: Run, device: str | torch.device | None, batch: int, workers: int) -> torch.device:
     """The device to search on (None: the run's device), after checking the process-level flags."""
-    check_int("--workers", workers, 1)
-    check_int("--batch", batch, 1)
+    check_int("workers", workers, 1)
+    check_int("batch", batch, 1)
     return resolve_device(device) if device is not None else run.device
 
 
@@ -299,7 +299,7 @@ def _run_workers(run: Run, workers: int, task: SearchTask, storage: str | None,
     from nas.engine.searching.runner import SharedStudy
 
     if not getattr(SEARCHERS.get(task.searcher).obj, "shared", False):
-        raise ConfigError(f"--workers: searcher '{task.searcher}' keeps its state in one process; use optuna-tpe or "
+        raise ConfigError(f"workers: searcher '{task.searcher}' keeps its state in one process; use optuna-tpe or "
                           f"optuna-nsga2 to share a study between workers")
     task.out.mkdir(parents=True, exist_ok=True)
     storage = storage if storage is not None else f"journal:///{(task.out / 'optuna.journal').resolve()}"
@@ -315,7 +315,7 @@ def _run_workers(run: Run, workers: int, task: SearchTask, storage: str | None,
             except Exception as e:     # a worker's error, raised again here with its index
                 errors.append(f"worker {k}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     if errors:
-        raise SearchError("--workers: " + "; ".join(errors))
+        raise SearchError("workers: " + "; ".join(errors))
     return storage, study
 
 
@@ -330,7 +330,7 @@ def search_worker(where: tuple[str, str], task: SearchTask, study: SharedStudy) 
     from nas.engine.searching.score import search_score
 
     run = load_run(where[0], checkpoint=where[1], device=task.device)
-    check_writable(task.out, "--out")
+    check_writable(task.out, "out")
     device = resolve_device(task.device)
     table = _search_table(run, device, task.batch, False) if task.constraints.max_latency_ms is not None else None
     return _run_share(run, task, search_score(task.score, run), table, study, progress=False).new

@@ -42,7 +42,7 @@ def resume_config(name: str, overrides: tuple[str, ...] | list[str] = (), runs_d
     changed = load_config(run.config, overrides)
     if changed != saved:
         keys = [key for key, _ in parse_overrides(overrides)]
-        raise ConfigError(f"--set {', '.join(keys)}: contradicts {run.config}, which is authoritative on "
+        raise ConfigError(f"overrides {', '.join(keys)}: contradicts {run.config}, which is authoritative on "
                           f"--resume; start a new run with --name instead")
     return saved
 
