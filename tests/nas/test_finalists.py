@@ -162,7 +162,7 @@ def test_cli_finalists_and_the_summary_of_a_search_folder(trained, favours_min, 
     budget = summary["budgets"]["macs"]
     assert lines[0].startswith(f"chosen subnet {summary['arch_id']}: MACs ") and " budget (" in lines[0]
     assert f"({100 * summary['macs'] / budget:.0f}%)" in lines[0]
-    assert lines[1] == f"chosen by: --score {FavoursMin.name}; 9 archs evaluated by random"
+    assert lines[1] == f"chosen by: the score {FavoursMin.name}; 9 archs evaluated by random"
     assert lines[2].startswith("then finalists: the 2 best by the score") and "#2 by the score won" in lines[2]
     assert lines[3] == f"arch file: {out / 'best.yaml'}"
 

@@ -277,7 +277,7 @@ def test_auto_ignores_a_fidelity_summary_of_another_space_and_says_so(tmp_path):
         os.utime(path, (2_000_000_000, 2_000_000_000))
         choice = choose_score("auto", tmp_path, space)
         assert choice.name == "macs"         # the older summary of this space, not the newer one of another
-        assert choice.reason == f"--score auto: macs (within-bin Kendall tau 0.400 in {own}; supernet 0.100; " \
+        assert choice.reason == f"score auto: macs (within-bin Kendall tau 0.400 in {own}; supernet 0.100; " \
                                 f"ignored {path}: {said})"
         path.unlink()
     marked = json.loads(own.read_text())
@@ -298,7 +298,7 @@ def test_auto_refuses_a_within_bin_tau_that_is_no_tau_naming_the_summary(tmp_pat
     path.write_text(json.dumps(summary))
     with pytest.raises(SearchError) as raised:
         choose_score("auto", tmp_path)
-    assert str(raised.value) == (f"--score auto: {path}: the within-bin tau of 'naswot' must be a number in [-1, 1] "
+    assert str(raised.value) == (f"score auto: {path}: the within-bin tau of 'naswot' must be a number in [-1, 1] "
                                  f"or null, got {json.dumps(tau)}; the fidelity summary is damaged: run nas "
                                  "fidelity again or name a score with --score")
     summary["estimators"]["naswot"]["within_bin_tau"] = None        # undefined (only ties): skipped, as before

@@ -80,7 +80,7 @@ def finetune_top1(run: Any, arch: Arch, settings: Finetune) -> dict[str, float]:
             logits = model(resize(images, size).contiguous(memory_format=memory_format))
             loss = F.cross_entropy(logits.float(), labels, label_smoothing=LABEL_SMOOTHING)
             if not torch.isfinite(loss):
-                raise SearchError(f"--finalists: non-finite loss fine-tuning a finalist at step {step}")
+                raise SearchError(f"finalists: non-finite loss fine-tuning a finalist at step {step}")
             loss.backward()
             clip_gradients(model, cfg.grad_clip)
             optimizer.step()
@@ -142,12 +142,12 @@ def run_finalists(run: Any, records: Sequence[Record], k: int, out_dir: Path, *,
     (without `where`, or with a `measure` given, they are measured here, one after the other).
     Finished finalists are read back from `out_dir/finalists.jsonl` and not measured again.
     """
-    check_int("--finalists", k, 1)
-    check_int("--workers", workers, 1)
+    check_int("finalists", k, 1)
+    check_int("workers", workers, 1)
     finalists = [{**{key: value for key, value in r.items() if key != "eval_seconds"}, "rank": rank}
                  for rank, r in enumerate(pick_finalists(records, k), 1)]
     if not finalists:
-        raise SearchError("--finalists: the search evaluated no arch")
+        raise SearchError("finalists: the search evaluated no arch")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / RECORDS
     wanted = {r["arch_id"]: r for r in finalists}
@@ -183,7 +183,7 @@ def _one(run: Any, record: Record, settings: Finetune, measure: Measure) -> Reco
     values = measure(run, record["arch"], settings)
     top1 = values.get("finalist_top1")
     if isinstance(top1, bool) or not isinstance(top1, (int, float)) or not 0 <= top1 <= 1:
-        raise SearchError(f"--finalists: the measure returned finalist_top1={top1!r} for {record['arch_id']}; "
+        raise SearchError(f"finalists: the measure returned finalist_top1={top1!r} for {record['arch_id']}; "
                           "expected a fraction in [0, 1]")
     return {"arch_id": record["arch_id"], "arch": record["arch"], "rank": record["rank"],
             "score": record.get("score"), "score_value": record["score_value"],

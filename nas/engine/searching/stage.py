@@ -137,8 +137,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the winner is measured to report the table's error.
     """
-    check_int("--finalists", finalists, 0)
-    check_int("--workers", workers, 1)
+    check_int("finalists", finalists, 0)
+    check_int("workers", workers, 1)
     # a searcher that keeps its state in one process searches alone; the finalists still use the workers
     local = finalists > 0 and workers > 1 and not getattr(SEARCHERS.get(searcher).obj, "shared", False)
     result, reason = _search(run, searcher, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
@@ -146,13 +146,13 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
                              out=out, options=options, worker=worker, workers=1 if local else workers,
                              progress=progress, score=score)
     if local:
-        result.notes.append(f"--workers {workers}: {searcher} searches in one process; the finalists use "
+        result.notes.append(f"workers: {workers} given; {searcher} searches in one process; the finalists use "
                             f"{workers} workers")
     if finalists:
         from nas.engine.searching.finalists import Finetune, run_finalists
 
         settings = Finetune(seed=seed) if finalist_steps is None else Finetune(finalist_steps, seed=seed)
-        check_int("--finalist-steps", settings.steps, 1)
+        check_int("finalist_steps", settings.steps, 1)
         stage = run_finalists(run, result.trials, finalists, result.dir, settings=settings, workers=workers,
                               progress=progress, where=(str(run.dir.root.resolve()), run.checkpoint.name))
         result = _finalists_answer(result, stage)

@@ -45,7 +45,7 @@ def format_search_summary(summary: Mapping[str, Any]) -> str:
     top1 = f", val top-1 {100 * summary['val_top1']:.2f}% in the supernet" if summary.get("val_top1") is not None else ""
     lines = [f"chosen subnet {summary['arch_id']}: {', '.join(costs)}{top1}"]
     score = summary.get("score", "supernet")
-    why = summary.get("score_reason") or f"--score {score}"
+    why = summary.get("score_reason") or f"the score {score}"
     lines.append(f"chosen by: {why}; {summary.get('evaluated', '?')} archs evaluated"
                  + (f" by {summary['searcher']}" if summary.get("searcher") else ""))
     stage = summary.get("finalists")
