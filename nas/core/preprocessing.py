@@ -34,6 +34,6 @@ def normalize(x: torch.Tensor, mean: Sequence[float] | torch.Tensor,
 
 
 def preprocessing_metadata(resolution: int, mean: Sequence[float], std: Sequence[float]) -> dict[str, Any]:
-    """The `preprocessing` entry of an export's `metrics.json` (CONTRACT.md §7)."""
+    """The `preprocessing` entry of an export's `metrics.json` (the README's export section)."""
     return {"resolution": int(resolution), "interpolation": INTERPOLATION, "antialias": ANTIALIAS,
             "mean": list(mean), "std": list(std)}

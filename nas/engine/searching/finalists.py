@@ -36,6 +36,7 @@ from nas.core.preprocessing import resize
 from nas.engine.evaluator import accuracy
 from nas.core.jsonl import append_record, read_records
 from nas.engine.training.trainer import build_optimizer, clip_gradients
+from searchers.base import rank_key
 
 RECORDS, SUMMARY = "finalists.jsonl", "finalists.json"
 LABEL_SMOOTHING = 0.1
@@ -108,7 +109,7 @@ def pick_finalists(records: Sequence[Record], k: int) -> list[Record]:
     """The `k` best records by `score_value` (ties as the search's best: fewer MACs, then the
     earlier trial), one per arch."""
     seen: dict[str, Record] = {}
-    for record in sorted(records, key=lambda r: (-r["score_value"], r["macs"], r["trial"])):
+    for record in sorted(records, key=rank_key):
         seen.setdefault(record["arch_id"], record)
     return list(seen.values())[:k]
 
