@@ -18,6 +18,19 @@
     python benchmarks/search_regret.py RUN --budget 50% [--scores supernet,macs,auto]
         [--searcher evolution] [--trials 40] [--random 10] [--seeds 2] [--ground-truth DIR]
         [--recipe FILE] [--epochs N] [--workers 2] [--seed 0] [--runs-dir runs]
+
+With `--crowd ROOT` the comparison is the committed ground truth instead of random archs: the
+crowd of a budget is every arch that ROOT caches for the run's space and recipe (both seeds)
+within that budget, read and never retrained. Several budgets (`--budget 35%,50%,75%`) and
+search seeds (`--search-seeds 0,1`) give one cell per (budget, seed, score); `--finalists K`
+adds, for each score, the same search followed by its K finalists (`nas search --finalists K`,
+which resumes the plain search's folder). Each answer not in the crowd is trained alone into
+`--ground-truth`. Per cell: the answer's standalone test top-1, its rank among the crowd, the
+crowd's best and median, the search's wall time; then, per row, the targets of issue 37.
+
+    python benchmarks/search_regret.py RUN --crowd benchmarks/ground_truth --budget 35%,50%,75%
+        --search-seeds 0,1 --scores auto,supernet --finalists 4 --workers 2
+        --ground-truth benchmarks/ground_truth_searched
 """
 from __future__ import annotations
 
@@ -47,7 +60,8 @@ MAX_DRAWS = 100_000     # random draws before giving up on finding N distinct fe
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", metavar="RUN", help="trained run (directory or name under --runs-dir)")
-    parser.add_argument("--budget", required=True, help="MACs budget of every search, e.g. 4M or 50%%")
+    parser.add_argument("--budget", required=True, help="MACs budget of every search, e.g. 4M or 50%%; with "
+                        "--crowd, a comma-separated list")
     parser.add_argument("--scores", help="comma-separated scores (default: supernet, macs, params, every cheap "
                         "proxy, auto)")
     parser.add_argument("--searcher", default="evolution")
@@ -59,9 +73,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--recipe", help="YAML overrides of the run config's train:/data: sections")
     parser.add_argument("--epochs", type=int, help="standalone epochs (default: the recipe's)")
     parser.add_argument("--workers", type=int, default=1, help="standalone trainings at a time (1 thread each)")
+    parser.add_argument("--crowd", metavar="ROOT", help="compare with the ground-truth archs ROOT caches for the "
+                        "run's recipe instead of random archs")
+    parser.add_argument("--search-seeds", default=None, help="with --crowd: comma-separated seeds of the searches "
+                        "(default: --seed)")
+    parser.add_argument("--finalists", type=int, default=0, help="with --crowd: also each score's search with K "
+                        "finalists")
+    parser.add_argument("--finalist-steps", type=int, help="with --finalists: fine-tune steps of each finalist "
+                        "(default: nas search's)")
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
+    if args.finalists < 0:
+        parser.error(f"--finalists: must be >= 0, got {args.finalists}")
+    if (args.search_seeds is not None or args.finalists) and args.crowd is None:
+        parser.error("--search-seeds and --finalists need --crowd")
     for flag in ("trials", "random", "seeds", "workers"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag}: must be >= 1, got {getattr(args, flag)}")
@@ -131,6 +157,8 @@ def format_table(rows: dict[str, dict[str, Any]], best: float, median: float, ra
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.crowd is not None:
+        return crowd_main(args)
     started = time.perf_counter()
     run = api.load_run(args.run, args.runs_dir)
     space = run.space
@@ -166,6 +194,148 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                          for a in randoms],
               "random_best": best, "random_median": median, "trainings_now": new, "workers": args.workers,
               "wall_s": round(time.perf_counter() - started, 1), "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d")}
+    print(json.dumps(report))
+    return report
+
+
+# --- --crowd: the answers against the committed ground truth (issue 37) ---------------------------
+
+def crowd_archs(truth: Any) -> dict[str, dict[str, Any]]:
+    """Every arch the ground-truth folder of `truth` holds with all of seeds 0 and 1 valid, as
+    `standalone_record`s by arch id."""
+    crowd = {}
+    for path in sorted(truth.folder.glob("*-s0.json")):
+        arch = json.loads(path.read_text())["arch"]
+        seeds = [truth.cached(arch, k) for k in (0, 1)]
+        if all(seed is not None for seed in seeds):
+            crowd[arch_id(arch)] = standalone_record(arch, seeds)
+    return crowd
+
+
+def seed_sd(records: list[dict[str, Any]]) -> float:
+    """The pooled seed-to-seed standard deviation of one training (the root mean of each arch's
+    sample variance over its seeds)."""
+    return statistics.fmean(statistics.variance(r["standalone_test_top1_seeds"]) for r in records) ** 0.5
+
+
+def place(value: float, arch: str, crowd: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where a standalone mean `value` of arch `arch` stands among `crowd` (the arch itself left
+    out if it is a member): rank (1 = best), the fraction of the others strictly below it, the
+    crowd's best, median and 75th percentile."""
+    others = [r["standalone_test_top1"] for r in crowd if r["arch_id"] != arch]
+    means = [r["standalone_test_top1"] for r in crowd]
+    return {"rank": 1 + sum(other > value for other in others), "of": len(others) + 1,
+            "percentile": sum(other < value for other in others) / len(others),
+            "crowd_best": max(means), "crowd_median": statistics.median(means),
+            "crowd_p75": statistics.quantiles(means, n=4, method="inclusive")[2]}
+
+
+def crowd_targets(cells: list[dict[str, Any]], spread: float, min_first: dict[str, bool]) -> dict[str, Any]:
+    """Issue 37's targets over one row's cells (one method, every budget and seed)."""
+    return {"cells": len(cells),
+            "at_or_above_median": sum(c["standalone_mean"] >= c["crowd_median"] for c in cells),
+            "mean_percentile": statistics.fmean(c["percentile"] for c in cells),
+            "above_p75_on_average": statistics.fmean(c["standalone_mean"] - c["crowd_p75"] for c in cells) > 0,
+            "within_spread_of_best": sum(c["crowd_best"] - c["standalone_mean"] <= spread for c in cells),
+            "min_subnet_answers": sum(c["is_min"] for c in cells),
+            "min_subnet_unjustified": sum(c["is_min"] and not min_first[c["budget"]] for c in cells)}
+
+
+def format_crowd(cells: list[dict[str, Any]], targets: dict[str, dict[str, Any]], spread: float) -> str:
+    """The table printed by `crowd_main`: a line per cell, then a line per method's targets."""
+    lines = [f"{'budget':>7s} {'seed':>4s} {'method':22s} {'arch_id':10s} {'MACs':>8s} {'standalone %':>14s} "
+             f"{'rank':>6s} {'crowd best / median':>19s} {'wall s':>7s}"]
+    for c in cells:
+        alone = f"{100 * c['standalone_mean']:.2f} +- {100 * c['standalone_sd']:.2f}"
+        mark = " (min subnet)" if c["is_min"] else ""
+        lines.append(f"{c['budget']:>7s} {c['search_seed']:4d} {c['method']:22s} {c['arch_id']:10s} "
+                     f"{c['macs'] / 1e6:7.3f}M {alone:>14s} {c['rank']:3d}/{c['of']:<2d} "
+                     f"{100 * c['crowd_best']:8.2f} / {100 * c['crowd_median']:.2f} {c['wall_s']:7.1f}{mark}")
+    for method, t in targets.items():
+        lines.append(f"{method}: at or above the crowd median in {t['at_or_above_median']}/{t['cells']} cells; mean "
+                     f"percentile {100 * t['mean_percentile']:.0f}% (above the 75th on average: "
+                     f"{'yes' if t['above_p75_on_average'] else 'no'}); within the seed sd ({100 * spread:.2f} points) "
+                     f"of the crowd's best in {t['within_spread_of_best']}/{t['cells']}; min subnet "
+                     f"{t['min_subnet_answers']} times ({t['min_subnet_unjustified']} where the ground truth does "
+                     "not rank it first)")
+    return "\n".join(lines)
+
+
+def crowd_main(args: argparse.Namespace) -> dict[str, Any]:
+    """The `--crowd` mode: every (budget, search seed, method) answer against the committed crowd."""
+    started = time.perf_counter()
+    run = api.load_run(args.run, args.runs_dir)
+    space = run.space
+    scores = [s.strip() for s in args.scores.split(",") if s.strip()] if args.scores else ["auto", SUPERNET_SCORE]
+    seeds = [int(s) for s in args.search_seeds.split(",")] if args.search_seeds else [args.seed]
+    budgets = [b.strip() for b in args.budget.split(",") if b.strip()]
+    low, high = space.macs(space.min()), space.macs(space.max())
+    limits = {b: resolve_budget(b, low, high, "--budget") for b in budgets}
+    crowd_truth = recipe_ground_truth(run.config, space, api.standalone_model, args.crowd, args.recipe, args.epochs)
+    crowd = crowd_archs(crowd_truth)
+    if not crowd:
+        raise ConfigError(f"--crowd: {crowd_truth.folder} holds no arch trained with seeds 0 and 1 for this run's "
+                          "space and recipe")
+    root = Path(args.ground_truth) if args.ground_truth is not None else run.dir.fidelity("ground_truth")
+    truth = recipe_ground_truth(run.config, space, api.standalone_model, root, args.recipe, args.epochs)
+    min_id = arch_id(space.canonical(space.min()))
+    feasible = {b: [r for r in crowd.values() if r["macs"] <= limits[b]] for b in budgets}
+    for budget, members in feasible.items():
+        if len(members) < 2:
+            raise ConfigError(f"--budget: {budget}: only {len(members)} crowd arch(s) within it")
+    min_first = {b: min_id in {r["arch_id"] for r in feasible[b]}
+                 and max(feasible[b], key=lambda r: r["standalone_test_top1"])["arch_id"] == min_id for b in budgets}
+
+    answers = []        # (budget, seed, method, SearchResult, wall seconds)
+    for budget in budgets:
+        for seed in seeds:
+            for score in scores:
+                kwargs = dict(max_macs=limits[budget], trials=args.trials, seed=seed, score=score,
+                              progress=not args.quiet)
+                clock = time.perf_counter()
+                plain = api.search(run, args.searcher, **kwargs)
+                plain_s = time.perf_counter() - clock
+                answers.append((budget, seed, score, plain, plain_s))
+                if args.finalists:
+                    clock = time.perf_counter()
+                    picked = api.search(run, args.searcher, finalists=args.finalists, finalist_steps=args.finalist_steps,
+                                        workers=args.workers, **kwargs)
+                    answers.append((budget, seed, f"{score}+finalists{args.finalists}", picked,
+                                    plain_s + time.perf_counter() - clock))
+                print(f"searched {budget}, seed {seed}, by {score}: {plain.arch_id}"
+                      + (f", with finalists {answers[-1][3].arch_id}" if args.finalists else ""),
+                      file=sys.stderr, flush=True)
+
+    standalone = dict(crowd)
+
+    def keep(arch: Arch, results: list[dict[str, Any]]) -> None:
+        standalone[arch_id(arch)] = standalone_record(arch, results)
+
+    new = {a[3].arch_id: a[3].best for a in answers if a[3].arch_id not in crowd}
+    trained = truth.collect(list(new.values()), 2, args.workers, keep, progress=not args.quiet) if new else 0
+    cells = []
+    for budget, seed, method, result, wall in answers:
+        alone = standalone[result.arch_id]
+        cells.append({"budget": budget, "max_macs": limits[budget], "search_seed": seed, "method": method,
+                      "score": result.score, "arch_id": result.arch_id, "arch": result.best, "macs": result.macs,
+                      "in_crowd": result.arch_id in crowd, "is_min": result.arch_id == min_id,
+                      "standalone_mean": alone["standalone_test_top1"],
+                      "standalone_seeds": alone["standalone_test_top1_seeds"],
+                      "standalone_sd": statistics.stdev(alone["standalone_test_top1_seeds"]),
+                      "wall_s": round(wall, 1), "search_dir": str(result.dir),
+                      **place(alone["standalone_test_top1"], result.arch_id, feasible[budget])})
+    spread = seed_sd(list(crowd.values()))
+    methods = list(dict.fromkeys(c["method"] for c in cells))
+    targets = {m: crowd_targets([c for c in cells if c["method"] == m], spread, min_first) for m in methods}
+    print(format_crowd(cells, targets, spread), flush=True)
+    report = {"run": str(run.dir.root), "step": run.step, "space": space.name, "budgets": budgets,
+              "search_seeds": seeds, "searcher": args.searcher, "trials": args.trials, "finalists": args.finalists,
+              "crowd": str(crowd_truth.folder), "crowd_size": len(crowd),
+              "crowd_feasible": {b: len(feasible[b]) for b in budgets}, "min_subnet_first": min_first,
+              "seed_sd": spread, "ground_truth": str(truth.folder), "recipe_digest": truth.digest,
+              "cells": cells, "targets": targets, "trainings_now": trained, "workers": args.workers,
+              "wall_s": round(time.perf_counter() - started, 1), "cpu": cpu_model(),
+              "date": time.strftime("%Y-%m-%d")}
     print(json.dumps(report))
     return report
 

@@ -96,3 +96,72 @@ def test_bad_counts_are_refused_naming_the_flag(regret, capsys):
     with pytest.raises(SystemExit):
         regret.parse_args(["run", "--budget", "50%", "--random", "0"])
     assert "--random: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_crowd_mode_ranks_each_answer_among_the_cached_crowd_and_trains_only_new_answers(regret, trained, tmp_path,
+                                                                                          capsys):
+    runs = copy_run(trained, "tiny", tmp_path / "runs")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("train:\n  epochs: 1\ndata:\n  train_size: 128\n")
+    common = ["tiny", "--runs-dir", str(runs), "--recipe", str(recipe), "--quiet"]
+    first = regret.main([*common, "--budget", "50%", "--scores", "macs", "--trials", "2", "--random", "4",
+                         "--ground-truth", str(tmp_path / "gt")])
+    # the crowd: the four random archs only (the answer of the first search is left out of it)
+    source = Path(first["ground_truth"])
+    crowd_folder = tmp_path / "crowd" / source.relative_to(tmp_path / "gt")
+    crowd_folder.mkdir(parents=True)
+    members = [r["arch_id"] for r in first["random"]]
+    for key in members:
+        for k in (0, 1):
+            name = f"{key}-s{k}.json"
+            (crowd_folder / name).write_text((source / name).read_text())
+    capsys.readouterr()
+    argv = [*common, "--crowd", str(tmp_path / "crowd"), "--budget", "50%,100%", "--search-seeds", "0,1",
+            "--scores", "macs,params", "--finalists", "2", "--finalist-steps", "2", "--trials", "3",
+            "--ground-truth", str(tmp_path / "new")]
+    report = regret.main(argv)
+    out = capsys.readouterr().out.splitlines()
+    assert json.loads(out[-1]) == json.loads(json.dumps(report))
+    assert report["crowd_size"] == 4 and report["crowd_feasible"] == {"50%": 4, "100%": 4}
+
+    def seeds(key: str) -> list[float]:          # from the files: the crowd's, else the new trainings'
+        folder = crowd_folder if key in members else Path(report["ground_truth"])
+        return [json.loads((folder / f"{key}-s{k}.json").read_text())["test_top1"] for k in (0, 1)]
+
+    crowd_means = {key: statistics.fmean(seeds(key)) for key in members}
+    cells = report["cells"]
+    assert [(c["budget"], c["search_seed"], c["method"]) for c in cells] == [
+        (b, s, m) for b in ("50%", "100%") for s in (0, 1) for m in ("macs", "macs+finalists2", "params",
+                                                                      "params+finalists2")]
+    for cell in cells:
+        mean = statistics.fmean(seeds(cell["arch_id"]))
+        others = [v for key, v in crowd_means.items() if key != cell["arch_id"]]
+        assert cell["standalone_mean"] == pytest.approx(mean)
+        assert cell["rank"] == 1 + sum(v > mean for v in others) and cell["of"] == len(others) + 1
+        assert cell["percentile"] == pytest.approx(sum(v < mean for v in others) / len(others))
+        assert cell["crowd_best"] == max(crowd_means.values())
+        assert cell["crowd_median"] == pytest.approx(statistics.median(crowd_means.values()))
+        assert cell["in_crowd"] == (cell["arch_id"] in members) and cell["macs"] <= cell["max_macs"]
+        assert cell["score"] == cell["method"].split("+")[0]
+    finalists = [c for c in cells if c["method"].endswith("+finalists2")]
+    # the finalists resume the plain search's folder: same trials, then the stage
+    assert [c["search_dir"] for c in finalists] == [c["search_dir"] for c in cells if "+" not in c["method"]]
+    assert all(json.loads((Path(c["search_dir"]) / "summary.json").read_text())["finalists"] for c in finalists)
+    new = {c["arch_id"] for c in cells if c["arch_id"] not in members}
+    assert report["trainings_now"] == 2 * len(new)
+    for method, targets in report["targets"].items():
+        mine = [c for c in cells if c["method"] == method]
+        assert targets["cells"] == 4
+        assert targets["at_or_above_median"] == sum(c["standalone_mean"] >= c["crowd_median"] for c in mine)
+        assert targets["mean_percentile"] == pytest.approx(statistics.fmean(c["percentile"] for c in mine))
+    assert any(line.startswith("macs+finalists2: at or above the crowd median in ") for line in out)
+    again = regret.main(argv)          # searches resume, answers come from the caches
+    assert again["trainings_now"] == 0
+    assert [{k: v for k, v in c.items() if k != "wall_s"} for c in again["cells"]] == \
+           [{k: v for k, v in c.items() if k != "wall_s"} for c in cells]
+
+
+def test_crowd_flags_need_a_crowd(regret, capsys):
+    with pytest.raises(SystemExit):
+        regret.parse_args(["run", "--budget", "50%", "--finalists", "2"])
+    assert "--search-seeds and --finalists need --crowd" in capsys.readouterr().err
