@@ -79,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(default: --seed)")
     parser.add_argument("--finalists", type=int, default=0, help="with --crowd: also each score's search with K "
                         "finalists")
+    parser.add_argument("--train-methods", help="with --crowd: comma-separated methods (e.g. auto,"
+                        "auto+finalists4) whose new answers are trained; the others are reported where cached "
+                        "(default: every method's)")
     parser.add_argument("--finalist-steps", type=int, help="with --finalists: fine-tune steps of each finalist "
                         "(default: nas search's)")
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
@@ -231,7 +234,9 @@ def place(value: float, arch: str, crowd: list[dict[str, Any]]) -> dict[str, Any
 
 
 def crowd_targets(cells: list[dict[str, Any]], spread: float, min_first: dict[str, bool]) -> dict[str, Any]:
-    """Issue 37's targets over one row's cells (one method, every budget and seed)."""
+    """Issue 37's targets over one row's cells (one method, every budget and seed, trained alone)."""
+    if not cells:
+        return {"cells": 0}
     return {"cells": len(cells),
             "at_or_above_median": sum(c["standalone_mean"] >= c["crowd_median"] for c in cells),
             "mean_percentile": statistics.fmean(c["percentile"] for c in cells),
@@ -246,18 +251,25 @@ def format_crowd(cells: list[dict[str, Any]], targets: dict[str, dict[str, Any]]
     lines = [f"{'budget':>7s} {'seed':>4s} {'method':22s} {'arch_id':10s} {'MACs':>8s} {'standalone %':>14s} "
              f"{'rank':>6s} {'crowd best / median':>19s} {'wall s':>7s}"]
     for c in cells:
+        if not c["trained"]:
+            lines.append(f"{c['budget']:>7s} {c['search_seed']:4d} {c['method']:22s} {c['arch_id']:10s} "
+                         f"{c['macs'] / 1e6:7.3f}M {'not trained':>14s} {'':>6s} {'':>19s} {c['wall_s']:7.1f}")
+            continue
         alone = f"{100 * c['standalone_mean']:.2f} +- {100 * c['standalone_sd']:.2f}"
         mark = " (min subnet)" if c["is_min"] else ""
         lines.append(f"{c['budget']:>7s} {c['search_seed']:4d} {c['method']:22s} {c['arch_id']:10s} "
                      f"{c['macs'] / 1e6:7.3f}M {alone:>14s} {c['rank']:3d}/{c['of']:<2d} "
                      f"{100 * c['crowd_best']:8.2f} / {100 * c['crowd_median']:.2f} {c['wall_s']:7.1f}{mark}")
     for method, t in targets.items():
+        if not t["cells"]:
+            lines.append(f"{method}: no answer trained alone")
+            continue
         lines.append(f"{method}: at or above the crowd median in {t['at_or_above_median']}/{t['cells']} cells; mean "
                      f"percentile {100 * t['mean_percentile']:.0f}% (above the 75th on average: "
                      f"{'yes' if t['above_p75_on_average'] else 'no'}); within the seed sd ({100 * spread:.2f} points) "
                      f"of the crowd's best in {t['within_spread_of_best']}/{t['cells']}; min subnet "
                      f"{t['min_subnet_answers']} times ({t['min_subnet_unjustified']} where the ground truth does "
-                     "not rank it first)")
+                     "not rank it first)" + (f"; {t['untrained']} cell(s) not trained" if t["untrained"] else ""))
     return "\n".join(lines)
 
 
@@ -311,22 +323,32 @@ def crowd_main(args: argparse.Namespace) -> dict[str, Any]:
     def keep(arch: Arch, results: list[dict[str, Any]]) -> None:
         standalone[arch_id(arch)] = standalone_record(arch, results)
 
-    new = {a[3].arch_id: a[3].best for a in answers if a[3].arch_id not in crowd}
+    chosen = set(args.train_methods.split(",")) if args.train_methods else {a[2] for a in answers}
+    new = {a[3].arch_id: a[3].best for a in answers if a[3].arch_id not in crowd and a[2] in chosen}
     trained = truth.collect(list(new.values()), 2, args.workers, keep, progress=not args.quiet) if new else 0
+    for answer in answers:          # the other methods' answers: where both seeds are cached already
+        seeds = [truth.cached(answer[3].best, k) for k in (0, 1)]
+        if answer[3].arch_id not in standalone and all(seed is not None for seed in seeds):
+            keep(answer[3].best, seeds)
     cells = []
     for budget, seed, method, result, wall in answers:
-        alone = standalone[result.arch_id]
-        cells.append({"budget": budget, "max_macs": limits[budget], "search_seed": seed, "method": method,
-                      "score": result.score, "arch_id": result.arch_id, "arch": result.best, "macs": result.macs,
-                      "in_crowd": result.arch_id in crowd, "is_min": result.arch_id == min_id,
-                      "standalone_mean": alone["standalone_test_top1"],
-                      "standalone_seeds": alone["standalone_test_top1_seeds"],
-                      "standalone_sd": statistics.stdev(alone["standalone_test_top1_seeds"]),
-                      "wall_s": round(wall, 1), "search_dir": str(result.dir),
-                      **place(alone["standalone_test_top1"], result.arch_id, feasible[budget])})
+        cell = {"budget": budget, "max_macs": limits[budget], "search_seed": seed, "method": method,
+                "score": result.score, "arch_id": result.arch_id, "arch": result.best, "macs": result.macs,
+                "in_crowd": result.arch_id in crowd, "is_min": result.arch_id == min_id,
+                "wall_s": round(wall, 1), "search_dir": str(result.dir), "trained": result.arch_id in standalone}
+        if cell["trained"]:
+            alone = standalone[result.arch_id]
+            cell.update({"standalone_mean": alone["standalone_test_top1"],
+                         "standalone_seeds": alone["standalone_test_top1_seeds"],
+                         "standalone_sd": statistics.stdev(alone["standalone_test_top1_seeds"]),
+                         **place(alone["standalone_test_top1"], result.arch_id, feasible[budget])})
+        cells.append(cell)
     spread = seed_sd(list(crowd.values()))
     methods = list(dict.fromkeys(c["method"] for c in cells))
-    targets = {m: crowd_targets([c for c in cells if c["method"] == m], spread, min_first) for m in methods}
+    targets = {m: crowd_targets([c for c in cells if c["method"] == m and c["trained"]], spread, min_first)
+               for m in methods}
+    for method, row in targets.items():
+        row["untrained"] = sum(c["method"] == method and not c["trained"] for c in cells)
     print(format_crowd(cells, targets, spread), flush=True)
     report = {"run": str(run.dir.root), "step": run.step, "space": space.name, "budgets": budgets,
               "search_seeds": seeds, "searcher": args.searcher, "trials": args.trials, "finalists": args.finalists,

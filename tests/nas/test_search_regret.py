@@ -155,10 +155,15 @@ def test_crowd_mode_ranks_each_answer_among_the_cached_crowd_and_trains_only_new
         assert targets["at_or_above_median"] == sum(c["standalone_mean"] >= c["crowd_median"] for c in mine)
         assert targets["mean_percentile"] == pytest.approx(statistics.fmean(c["percentile"] for c in mine))
     assert any(line.startswith("macs+finalists2: at or above the crowd median in ") for line in out)
-    again = regret.main(argv)          # searches resume, answers come from the caches
-    assert again["trainings_now"] == 0
-    assert [{k: v for k, v in c.items() if k != "wall_s"} for c in again["cells"]] == \
-           [{k: v for k, v in c.items() if k != "wall_s"} for c in cells]
+    # searches resume; only the macs rows' answers outside the crowd are trained into a fresh cache
+    only = regret.main([*argv[:-1], str(tmp_path / "only-macs"), "--train-methods", "macs"])
+    macs_answers = {c["arch_id"] for c in cells if c["method"] == "macs"}
+    assert [c["trained"] for c in only["cells"]] == [c["arch_id"] in macs_answers | set(members) for c in cells]
+    assert only["trainings_now"] == 2 * len(macs_answers - set(members))
+    assert only["targets"]["params"]["untrained"] == sum(not c["trained"] for c in only["cells"]
+                                                         if c["method"] == "params")
+    assert [{k: v for k, v in c.items() if k != "wall_s"} for c in only["cells"] if c["method"] == "macs"] == \
+           [{k: v for k, v in c.items() if k != "wall_s"} for c in cells if c["method"] == "macs"]
 
 
 def test_crowd_flags_need_a_crowd(regret, capsys):
