@@ -137,3 +137,24 @@ def alive(identity: ProcessIdentity) -> bool:
     if identity.place != _place():
         return True
     return pid_alive(identity.pid, identity.start)
+
+
+def exit_with_parent(poll_s: float = 0.5) -> None:
+    """Make the calling process (a spawned worker) exit as soon as its parent has died.
+
+    A pool's worker outlives a parent killed by a signal it does not handle (SIGKILL, or
+    SIGTERM in a process without a handler), and would go on using a core, or sit idle,
+    holding its claims. A daemon thread watches the parent pid (a dead parent's children are
+    handed to another process) and ends this process with exit code 1.
+    """
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()

@@ -76,3 +76,45 @@ def test_identities_round_trip_and_older_records_parse_to_none():
 @pytest.mark.parametrize("pid", [True, -1, "12", None])
 def test_a_record_with_a_bad_pid_parses_to_none(pid):
     assert ProcessIdentity.from_dict({**this_process().to_dict(), "pid": pid}) is None
+
+
+_ORPHANING_PARENT = """
+import multiprocessing, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from nas.core.processes import exit_with_parent
+import os
+
+def pid():
+    return os.getpid()
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer={initializer})
+    print(pool.submit(pid).result(), flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("watched", [True, False])
+def test_a_pool_worker_exits_with_its_killed_parent_only_when_watched(tmp_path, watched):
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    script.write_text(_ORPHANING_PARENT.format(initializer="exit_with_parent" if watched else "None"))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[2])
+    worker = int(parent.stdout.readline())
+    try:
+        assert pid_alive(worker)
+        parent.send_signal(signal.SIGKILL)      # no handler runs: the pool cannot stop its worker
+        parent.wait()
+        # the watched worker polls every 0.5 s; the unwatched one gets ample time to show it stays
+        deadline = time.monotonic() + (20 if watched else 3)
+        while pid_alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pid_alive(worker) is not watched     # unwatched, it is still there: the watch is what ends it
+    finally:
+        if pid_alive(worker):
+            os.kill(worker, signal.SIGKILL)

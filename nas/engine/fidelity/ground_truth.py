@@ -57,6 +57,7 @@ from nas.core.schema import to_plain
 from nas.engine.data.build import build_source
 from nas.engine.data.sources import DataSource
 from nas.core.locks import Claims
+from nas.core.processes import exit_with_parent
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.fidelity.standalone import train_standalone
@@ -192,6 +193,8 @@ def _one_thread() -> Iterator[None]:
 
 
 def _init_worker() -> None:
+    """A training worker: one thread; gone with its parent."""
+    exit_with_parent()
     torch.set_num_threads(1)
 
 

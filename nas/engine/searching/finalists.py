@@ -214,10 +214,12 @@ _WORKER_RUN: Any = None
 
 
 def _start_worker(where: tuple[str, str], device: str) -> None:
-    """A finalists worker: one thread, the run loaded once from its folder."""
+    """A finalists worker: one thread, the run loaded once from its folder; gone with its parent."""
     global _WORKER_RUN
+    from nas.core.processes import exit_with_parent
     from nas.engine.run import load_run
 
+    exit_with_parent()
     torch.set_num_threads(1)
     _WORKER_RUN = load_run(where[0], checkpoint=where[1], device=device)
 

@@ -320,7 +320,10 @@ def _run_workers(run: Run, workers: int, task: SearchTask, storage: str | None,
 
 
 def _one_thread_worker() -> None:
-    """N torch processes on shared cores: one thread each."""
+    """N torch processes on shared cores: one thread each; gone with their parent."""
+    from nas.core.processes import exit_with_parent
+
+    exit_with_parent()
     torch.set_num_threads(1)
 
 
