@@ -88,7 +88,7 @@ def test_every_problem_reported_in_one_pass_at_most_three_lines(tmp_path, capsys
 def test_override_problems_name_set(capsys):
     code, err = _run_cli(["space", "fashion_mnist_mbv3", "--set", "train.lr=0.1"], capsys)
     assert code == 2 and err.strip().endswith("allowed: epochs, steps, batch_size, seed, optimizer, scheduler, "
-                                              "grad_clip, threads, precision, channels_last, log_every, checkpoint")
+                                              "grad_clip, threads, precision, channels_last, accelerate, log_every, checkpoint")
     assert "--set: train.lr: unknown key" in err
     code, err = _run_cli(["space", "fashion_mnist_mbv3", "--set", "train.epochs"], capsys)
     assert code == 2 and "--set train.epochs: expected KEY.PATH=VALUE" in err
