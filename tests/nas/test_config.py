@@ -47,6 +47,8 @@ def _run_cli(argv, capsys):
 @pytest.mark.parametrize("text, expected", [
     ("space: mobilenetv3\ntrain: {epocs: 3}\n", r"run.yaml: train.epocs: unknown key \(did you mean 'epochs'\?\)"),
     ("space: mobilenetv3\ntrain: {batch_size: big}\n", r"run.yaml: train.batch_size: expected int, got big"),
+    ("space: mobilenetv3\ntrain: {accelerate: fast}\n",
+     r"run.yaml: train.accelerate: fast is not allowed; choose one of 'auto', 'eager', 'compiled'$"),
     ("space: mobilenetv3\ntrain:\n  epochs: 1\n  epochs: 2\n", r"run.yaml: line 4, column 3: duplicate key 'epochs'"),
     ("space: mobilenetv3\nstrategy: {sampler: sandwitch}\n",
      r"run.yaml: strategy.sampler.name: unknown sampler 'sandwitch' \(did you mean 'sandwich'\?\); available:"),

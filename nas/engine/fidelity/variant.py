@@ -35,10 +35,26 @@ class Variant:
 
 
 
+# `auto` compiles a convolutional model's training of at least this many steps per thread.
+# Measured on one thread (benchmarks/standalone_speed.py, BENCHMARKS.md): against eager
+# channels_last, inductor saves 9-26 ms of a cell201 step (min/mid) and about 9% of the max's,
+# after 40-140 s of compilation, so it pays back after about 4,000-5,000 steps; twice that
+# leaves a margin for the machine's load. The shipped 4- and 5-epoch recipes (1,716 and 2,145
+# steps) stay eager; 30-epoch ones (12,870 steps) compile. Models without convolutions (ViT)
+# were not measured and stay eager.
+COMPILE_MIN_STEPS_PER_THREAD = 10_000
+
+
 def choose_variant(model: nn.Module, train: TrainConfig, steps: int, threads: int) -> Variant:
-    """The variant of training `model` for `steps` steps on `threads` threads under `train`."""
-    del model, steps, threads   # the rule below does not depend on them (yet)
-    return Variant(train.channels_last, train.accelerate == "compiled")
+    """The variant of training `model` for `steps` steps on `threads` threads under `train`:
+    `train.channels_last`'s memory format; compiled when `train.accelerate` is `compiled`, or
+    `auto` and the rule above says compiling pays back."""
+    if train.accelerate == "auto":
+        convolutional = any(isinstance(m, nn.Conv2d) for m in model.modules())
+        compiled = convolutional and steps >= COMPILE_MIN_STEPS_PER_THREAD * max(1, threads)
+    else:
+        compiled = train.accelerate == "compiled"
+    return Variant(train.channels_last, compiled)
 
 
 def forward_of(model: nn.Module, variant: Variant) -> Callable[[torch.Tensor], torch.Tensor]:
