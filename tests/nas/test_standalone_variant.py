@@ -24,8 +24,8 @@ STEPS = 5
 LOSS_RTOL = 1e-4
 
 
-def _recipe(**train):
-    recipe = load_recipe(load_config(tiny_config(**train)), epochs=1)
+def _recipe(space: str = "mobilenetv3", **train):
+    recipe = load_recipe(load_config(tiny_config(space=space, **train)), epochs=1)
     return dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, epochs=None, steps=STEPS))
 
 
@@ -63,14 +63,18 @@ def test_channels_last_and_compiled_steps_follow_the_eager_loss_curve():
         assert again == losses and all(torch.equal(again_weights[k], weights[k]) for k in weights), v
 
 
-def test_the_rule_compiles_long_convolutional_trainings_only():
+def test_the_rule_compiles_long_trainings_of_plain_convolutions_only():
     cnn, mlp = _small_cnn(), nn.Sequential(nn.Flatten(), nn.Linear(144, 10))
+    patches = nn.Sequential(nn.Conv2d(1, 8, 4, stride=4), nn.Flatten(), nn.LayerNorm(72))    # a ViT's stem
+    depthwise = nn.Sequential(nn.Conv2d(1, 4, 1), nn.Conv2d(4, 4, 3, groups=4), nn.Flatten())
     auto = _recipe().train
     long_steps = variant.COMPILE_MIN_STEPS_PER_THREAD
     assert choose_variant(cnn, auto, long_steps, 1) == Variant(True, True)
     assert choose_variant(cnn, auto, long_steps - 1, 1) == Variant(True, False)
     assert choose_variant(cnn, auto, long_steps, 2) == Variant(True, False)     # twice the threads: half the time to pay back
     assert choose_variant(mlp, auto, 10 * long_steps, 1) == Variant(True, False)    # not measured: eager
+    assert choose_variant(patches, auto, 10 * long_steps, 1) == Variant(True, False)
+    assert choose_variant(depthwise, auto, 10 * long_steps, 1) == Variant(True, False)  # measured: no faster
     eager, compiled = _recipe(accelerate="eager", channels_last=False).train, _recipe(accelerate="compiled").train
     assert choose_variant(cnn, eager, 10 * long_steps, 1) == Variant(False, False)
     assert choose_variant(cnn, compiled, 1, 4) == Variant(True, True)
@@ -79,7 +83,7 @@ def test_the_rule_compiles_long_convolutional_trainings_only():
 def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
     """With the rule lowered to compile this tiny training, `auto` trains through torch.compile
     (a spy here, returning the model itself) and `eager` never calls it; both say so."""
-    config = load_config(tiny_config())
+    config = load_config(tiny_config(space="cell201"))
     space = api.build_space(config)
     arch = space.max()
     compiled = []
@@ -92,7 +96,7 @@ def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
     monkeypatch.setattr(variant.torch, "compile", spy)
     results = {}
     for accelerate in ("auto", "eager"):
-        recipe = _recipe(accelerate=accelerate)
+        recipe = _recipe(space="cell201", accelerate=accelerate)
         model = api.standalone_model(config, arch, 5)
         results[accelerate] = standalone.train_standalone(model, recipe, build_source(recipe.data), 0,
                                                           resolution=space.input_size(arch))

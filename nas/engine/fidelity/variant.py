@@ -35,13 +35,14 @@ class Variant:
 
 
 
-# `auto` compiles a convolutional model's training of at least this many steps per thread.
-# Measured on one thread (benchmarks/standalone_speed.py, BENCHMARKS.md): against eager
-# channels_last, inductor saves 9-26 ms of a cell201 step (min/mid) and about 9% of the max's,
-# after 40-140 s of compilation, so it pays back after about 4,000-5,000 steps; twice that
-# leaves a margin for the machine's load. The shipped 4- and 5-epoch recipes (1,716 and 2,145
-# steps) stay eager; 30-epoch ones (12,870 steps) compile. Models without convolutions (ViT)
-# were not measured and stay eager.
+# `auto` compiles the training of a convolutional network with batch norm whose convolutions are
+# all dense (not grouped), when it has at least this many steps per thread. Measured on one thread (benchmarks/standalone_speed.py,
+# BENCHMARKS.md): against eager channels_last, inductor saves 9-26 ms of a cell201 step (min,
+# mid) and about 9% of the max's, after 40-140 s of compilation, so it pays back after about
+# 4,000-5,000 steps; twice that leaves a margin for the machine's load. The shipped 4-epoch
+# cell201 recipe (1,716 steps) stays eager. MobileNetV3's depthwise (grouped) convolutions run
+# no faster compiled (its min and mid steps slower), and ViT (one patch convolution, no batch
+# norm) was not measured: both stay eager.
 COMPILE_MIN_STEPS_PER_THREAD = 10_000
 
 
@@ -50,8 +51,11 @@ def choose_variant(model: nn.Module, train: TrainConfig, steps: int, threads: in
     `train.channels_last`'s memory format; compiled when `train.accelerate` is `compiled`, or
     `auto` and the rule above says compiling pays back."""
     if train.accelerate == "auto":
-        convolutional = any(isinstance(m, nn.Conv2d) for m in model.modules())
-        compiled = convolutional and steps >= COMPILE_MIN_STEPS_PER_THREAD * max(1, threads)
+        modules = list(model.modules())
+        convs = [m for m in modules if isinstance(m, nn.Conv2d)]
+        dense_cnn = (bool(convs) and all(m.groups == 1 for m in convs)
+                     and any(isinstance(m, nn.BatchNorm2d) for m in modules))
+        compiled = dense_cnn and steps >= COMPILE_MIN_STEPS_PER_THREAD * max(1, threads)
     else:
         compiled = train.accelerate == "compiled"
     return Variant(train.channels_last, compiled)
