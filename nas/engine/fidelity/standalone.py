@@ -9,6 +9,8 @@ gradient clipping. Inputs are resized to the arch's resolution as the supernet r
 Then BN statistics are recalibrated like a subnet's and test top-1 is measured with the
 preprocessing an export records (scale to [0, 1], bilinear resize without antialiasing,
 normalise; streamed data comes normalised and is resized after, the same up to rounding).
+The kernels (memory format, `torch.compile`) follow `train.accelerate` (`nas.engine.fidelity.variant`),
+and the result says which ran.
 """
 from __future__ import annotations
 
