@@ -15,7 +15,11 @@ For cell201 it also extrapolates the committed 24 x 2 ground truth
 scaled by the measured ratio of the variant to the records' own variant (channels_last, eager)
 at the nearest measured arch by MACs, plus that arch's compilation time per training.
 
-    OMP_NUM_THREADS=1 python benchmarks/standalone_speed.py [--spaces cell201 mobilenetv3] [--steps 10]
+Compilation times are cold only with inductor's on-disk caches off
+(TORCHINDUCTOR_FORCE_DISABLE_CACHES=1); even then kernels compiled earlier in the process are
+reused, so the later archs' compilation is an underestimate (which favours compiling).
+
+    TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 OMP_NUM_THREADS=1 python benchmarks/standalone_speed.py [--spaces cell201 mobilenetv3] [--steps 10]
         [--variants eager_contiguous eager_channels_last compiled_contiguous compiled_channels_last auto]
         [--profile mobilenetv3:max]
 """
