@@ -63,7 +63,7 @@ def test_channels_last_and_compiled_steps_follow_the_eager_loss_curve():
         assert again == losses and all(torch.equal(again_weights[k], weights[k]) for k in weights), v
 
 
-def test_the_rule_compiles_long_trainings_of_plain_convolutions_only():
+def test_the_rule_compiles_long_trainings_of_plain_convolutions_only(monkeypatch):
     cnn, mlp = _small_cnn(), nn.Sequential(nn.Flatten(), nn.Linear(144, 10))
     patches = nn.Sequential(nn.Conv2d(1, 8, 4, stride=4), nn.Flatten(), nn.LayerNorm(72))    # a ViT's stem
     depthwise = nn.Sequential(nn.Conv2d(1, 4, 1), nn.Conv2d(4, 4, 3, groups=4), nn.Flatten())
@@ -78,6 +78,8 @@ def test_the_rule_compiles_long_trainings_of_plain_convolutions_only():
     eager, compiled = _recipe(accelerate="eager", channels_last=False).train, _recipe(accelerate="compiled").train
     assert choose_variant(cnn, eager, 10 * long_steps, 1) == Variant(False, False)
     assert choose_variant(cnn, compiled, 1, 4) == Variant(True, True)
+    monkeypatch.setattr(variant, "has_cpp_compiler", lambda: False)    # inductor could not build its kernels
+    assert choose_variant(cnn, auto, 10 * long_steps, 1) == Variant(True, False)
 
 
 def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
