@@ -224,6 +224,8 @@ class TrainConfig:
     threads: int | None = None   # None: respect OMP_NUM_THREADS / torch's default
     precision: Literal["fp32", "bf16"] = "fp32"   # bf16 autocast: for GPUs (slow on most CPUs)
     channels_last: bool = True
+    # standalone trainings (nas.engine.fidelity.variant): auto (the rule), eager, or compiled
+    accelerate: Literal["auto", "eager", "compiled"] = "auto"
     log_every: int = 20
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 

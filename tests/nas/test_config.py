@@ -47,6 +47,8 @@ def _run_cli(argv, capsys):
 @pytest.mark.parametrize("text, expected", [
     ("space: mobilenetv3\ntrain: {epocs: 3}\n", r"run.yaml: train.epocs: unknown key \(did you mean 'epochs'\?\)"),
     ("space: mobilenetv3\ntrain: {batch_size: big}\n", r"run.yaml: train.batch_size: expected int, got big"),
+    ("space: mobilenetv3\ntrain: {accelerate: fast}\n",
+     r"run.yaml: train.accelerate: fast is not allowed; choose one of 'auto', 'eager', 'compiled'$"),
     ("space: mobilenetv3\ntrain:\n  epochs: 1\n  epochs: 2\n", r"run.yaml: line 4, column 3: duplicate key 'epochs'"),
     ("space: mobilenetv3\nstrategy: {sampler: sandwitch}\n",
      r"run.yaml: strategy.sampler.name: unknown sampler 'sandwitch' \(did you mean 'sandwich'\?\); available:"),
@@ -88,7 +90,7 @@ def test_every_problem_reported_in_one_pass_at_most_three_lines(tmp_path, capsys
 def test_override_problems_name_set(capsys):
     code, err = _run_cli(["space", "fashion_mnist_mbv3", "--set", "train.lr=0.1"], capsys)
     assert code == 2 and err.strip().endswith("allowed: epochs, steps, batch_size, seed, optimizer, scheduler, "
-                                              "grad_clip, threads, precision, channels_last, log_every, checkpoint")
+                                              "grad_clip, threads, precision, channels_last, accelerate, log_every, checkpoint")
     assert "--set: train.lr: unknown key" in err
     code, err = _run_cli(["space", "fashion_mnist_mbv3", "--set", "train.epochs"], capsys)
     assert code == 2 and "--set train.epochs: expected KEY.PATH=VALUE" in err

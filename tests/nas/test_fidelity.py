@@ -223,7 +223,8 @@ def test_recipe_overrides_and_what_its_digest_ignores(tmp_path):
     assert recipe.train.optimizer.momentum == config.train.optimizer.momentum and recipe.data.train_size == 512
     assert recipe.train.seed == 0 and recipe.label_smoothing == 0.1
     assert load_recipe(config, recipe_file, 3).length() == "e3"
-    same = [load_config(tiny_config(**extra)) for extra in ({"seed": 4}, {"threads": 1}, {"log_every": 3})]
+    same = [load_config(tiny_config(**extra)) for extra in ({"seed": 4}, {"threads": 1}, {"log_every": 3},
+                                                           {"accelerate": "eager"}, {"accelerate": "compiled"})]
     assert {load_recipe(c, epochs=1).digest() for c in [config, *same]} == {load_recipe(config, epochs=1).digest()}
     assert load_recipe(config, epochs=2).digest() != load_recipe(config, epochs=1).digest()
     assert load_recipe(load_config(tiny_config(sampler="uniform")), epochs=1).label_smoothing == 0.1

@@ -50,6 +50,8 @@ def _record() -> tuple[dict, Expected]:
     ({"macs": 101}, "'macs' is 101, this file's (arch, seed) has 100"),
     ({"params": 11}, "'params' is 11, this file's (arch, seed) has 10"),
     ({"torch": 2}, "'torch' must be a string, got 2"),
+    ({"memory_format": "nhwc"}, "'memory_format' must be 'channels_last' or 'contiguous', got 'nhwc'"),
+    ({"compiled": 1}, "'compiled' must be true or false, got 1"),
 ])
 def test_every_field_is_checked(change, problem):
     record, expected = _record()
@@ -58,6 +60,18 @@ def test_every_field_is_checked(change, problem):
     record = {k: v for k, v in record.items() if v is not None}
     assert record_problem(record, expected).startswith(problem)
     assert record_problem([record], expected) == "not a JSON object (list)"
+
+
+def test_a_record_says_how_it_was_trained_and_older_ones_without_it_stay_valid(trained):
+    folder, _ = trained
+    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*/*/*-s0.json"))]
+    assert len(records) == 2
+    # the tiny config: channels_last; MobileNetV3 (depthwise convolutions) is never compiled by auto
+    assert all((r["memory_format"], r["compiled"]) == ("channels_last", False) for r in records)
+    record, expected = _record()
+    assert "compiled" not in record and record_problem(record, expected) is None
+    for memory_format, compiled in (("contiguous", True), ("channels_last", False)):
+        assert record_problem({**record, "memory_format": memory_format, "compiled": compiled}, expected) is None
 
 
 def test_the_committed_ground_truths_are_valid():

@@ -8,7 +8,9 @@ recipe and the seed, and every run on one space shares it:
     DIR/<space name>-<space fingerprint>/<recipe digest>-<e<epochs> | t<steps>>/
         recipe.json            the recipe and the space section its digest covers
         <arch_id>-s<k>.json    seed k: {"arch_id", "arch", "seed", "train_seed", "macs", "params",
-                               "test_top1", "test_top5", "steps", "seconds", "threads", "torch"}
+                               "test_top1", "test_top5", "steps", "seconds", "memory_format",
+                               "compiled", "threads", "torch"} (the two variant fields since
+                               `train.accelerate`; older records ran eager, `nas.engine.fidelity.variant`)
         <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.core.locks.Claims`)
         <arch_id>-s<k>.partial.pt  while it trains: its state every 5 minutes, to resume from
 

@@ -5,6 +5,10 @@ its range, and names the (arch, seed) its file stands for, with the arch's analy
 a cache shared by several users (or copied from elsewhere) may hold files written by another
 version, cut short, or edited by hand, and a wrong number in one would silently move every
 statistic computed from it.
+
+How the training ran (`memory_format`, `compiled`: `nas.engine.fidelity.variant`) is checked
+when present; records written before those fields existed were trained eager, in the memory
+format of their recipe's `train.channels_last`, and stay valid without them.
 """
 from __future__ import annotations
 
@@ -58,6 +62,9 @@ def _field_problem(record: Mapping[str, Any], expected: Expected) -> str | None:
     for key, ok in checks.items():
         if not ok:
             return f"'{key}' must be {ranges[key]}, got {json_text(record[key])}"
+    variant = _variant_problem(record)
+    if variant is not None:
+        return variant
     if record["test_top5"] < record["test_top1"]:
         return f"'test_top5' {record['test_top5']} is below 'test_top1' {record['test_top1']}"
     if arch_id(record["arch"]) != want["arch_id"]:
@@ -65,6 +72,15 @@ def _field_problem(record: Mapping[str, Any], expected: Expected) -> str | None:
     for key, value in want.items():
         if record[key] != value:
             return f"'{key}' is {json_text(record[key])}, this file's (arch, seed) has {value}"
+    return None
+
+
+def _variant_problem(record: Mapping[str, Any]) -> str | None:
+    """The first problem of the optional fields saying how the training ran."""
+    if "memory_format" in record and record["memory_format"] not in ("channels_last", "contiguous"):
+        return f"'memory_format' must be 'channels_last' or 'contiguous', got {json_text(record['memory_format'])}"
+    if "compiled" in record and not isinstance(record["compiled"], bool):
+        return f"'compiled' must be true or false, got {json_text(record['compiled'])}"
     return None
 
 

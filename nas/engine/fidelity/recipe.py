@@ -33,7 +33,7 @@ from nas.engine.training.schedule import capped_warmup
 
 SECTIONS = ("train", "data")
 DEFAULT_LABEL_SMOOTHING = 0.1
-_NOT_HASHED = ("threads", "checkpoint", "log_every")
+_NOT_HASHED = ("threads", "checkpoint", "log_every", "accelerate")
 _DATA_NOT_HASHED = ("in_memory", "workers", "sampling", "pada")
 _ALWAYS_HASHED_AUGMENT = ("crop_padding", "hflip")
 _LENGTH = ("epochs", "steps")

@@ -9,13 +9,15 @@ gradient clipping. Inputs are resized to the arch's resolution as the supernet r
 Then BN statistics are recalibrated like a subnet's and test top-1 is measured with the
 preprocessing an export records (scale to [0, 1], bilinear resize without antialiasing,
 normalise; streamed data comes normalised and is resized after, the same up to rounding).
+The kernels (memory format, `torch.compile`) follow `train.accelerate` (`nas.engine.fidelity.variant`),
+and the result says which ran.
 """
 from __future__ import annotations
 
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,6 +35,7 @@ from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, InMemorySource, as_source
 from nas.engine.evaluator import Accuracy, accuracy, static_accuracy
 from nas.engine.fidelity.recipe import Recipe
+from nas.engine.fidelity.variant import Variant, choose_variant, forward_of
 from nas.engine.training.schedule import build_scheduler
 from nas.engine.training.trainer import build_optimizer, clip_gradients
 
@@ -47,9 +50,13 @@ class StandaloneResult:
     test_top5: float
     steps: int
     seconds: float
+    variant: Variant
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain data: accuracies, steps, seconds, and the variant's fields (`Variant.to_dict`)."""
+        plain = asdict(self)
+        del plain["variant"]
+        return {**plain, **self.variant.to_dict()}
 
 
 def total_steps(recipe: Recipe, data: DataSource) -> int:
@@ -113,13 +120,12 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
     """
     cfg = recipe.train
     data = as_source(data, recipe.data)
-    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-    model = model.to(memory_format=memory_format).train()
     total = total_steps(recipe, data)
+    variant = choose_variant(model, cfg, total, torch.get_num_threads())
+    model = model.to(memory_format=variant.memory_format).train()
+    forward = forward_of(model, variant)
     optimizer = build_optimizer(model, cfg)
     scheduler = build_scheduler(optimizer, cfg, total)
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if cfg.precision == "bf16"
-                else contextlib.nullcontext())
     save_every_s = PARTIAL_EVERY_S if save_every_s is None else save_every_s
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "standalone"))
@@ -127,17 +133,11 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
         started = saved = time.perf_counter()
         for step, (images, labels) in enumerate(_batches(recipe, data, seed, total, start), start):
             scheduler.step_update(step)
-            optimizer.zero_grad(set_to_none=True)
-            with autocast:
-                logits = model(resize(images, resolution).contiguous(memory_format=memory_format))
-            # int labels, or mixup/cutmix's soft targets: the strategy's label loss either way
-            loss = F.cross_entropy(logits.float(), labels, label_smoothing=recipe.label_smoothing)
+            loss = train_step(forward, model, optimizer, recipe,
+                              resize(images, resolution).contiguous(memory_format=variant.memory_format), labels)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(f"standalone training: non-finite loss at step {step}; lower "
                                        f"train.optimizer.lr in the recipe or enable train.grad_clip")
-            loss.backward()
-            clip_gradients(model, cfg.grad_clip)
-            optimizer.step()
             if partial is not None and step + 1 < total and time.perf_counter() - saved >= save_every_s:
                 save_checkpoint({"step": step + 1, "seconds": spent + time.perf_counter() - started,
                                  "model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -145,7 +145,24 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
                 saved = time.perf_counter()
     seconds = spent + time.perf_counter() - started
     result = evaluate_standalone(model, recipe, data, seed, resolution)
-    return StandaloneResult(result.top1, result.top5, total, round(seconds, 2))
+    return StandaloneResult(result.top1, result.top5, total, round(seconds, 2), variant)
+
+
+def train_step(forward: Callable[[torch.Tensor], torch.Tensor], model: nn.Module, optimizer: torch.optim.Optimizer,
+               recipe: Recipe, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """One optimiser step of standalone training (`forward` is `model` or its compiled forward);
+    returns the loss. A non-finite loss leaves the weights as they were."""
+    optimizer.zero_grad(set_to_none=True)
+    with (torch.autocast("cpu", dtype=torch.bfloat16) if recipe.train.precision == "bf16"
+          else contextlib.nullcontext()):
+        logits = forward(images)
+    # int labels, or mixup/cutmix's soft targets: the strategy's label loss either way
+    loss = F.cross_entropy(logits.float(), labels, label_smoothing=recipe.label_smoothing)
+    if torch.isfinite(loss):
+        loss.backward()
+        clip_gradients(model, recipe.train.grad_clip)
+        optimizer.step()
+    return loss.detach()
 
 
 def evaluate_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int,
