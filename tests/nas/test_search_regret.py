@@ -155,15 +155,19 @@ def test_crowd_mode_ranks_each_answer_among_the_cached_crowd_and_trains_only_new
         assert targets["at_or_above_median"] == sum(c["standalone_mean"] >= c["crowd_median"] for c in mine)
         assert targets["mean_percentile"] == pytest.approx(statistics.fmean(c["percentile"] for c in mine))
     assert any(line.startswith("macs+finalists2: at or above the crowd median in ") for line in out)
-    # searches resume; only the macs rows' answers outside the crowd are trained into a fresh cache
-    only = regret.main([*argv[:-1], str(tmp_path / "only-macs"), "--train-methods", "macs"])
+    # searches resume; only the macs rows' answers outside the crowd are trained, one seed each, into a fresh cache
+    only = regret.main([*argv[:-1], str(tmp_path / "only-macs"), "--train-methods", "macs", "--seeds", "1"])
     macs_answers = {c["arch_id"] for c in cells if c["method"] == "macs"}
     assert [c["trained"] for c in only["cells"]] == [c["arch_id"] in macs_answers | set(members) for c in cells]
-    assert only["trainings_now"] == 2 * len(macs_answers - set(members))
+    assert only["trainings_now"] == len(macs_answers - set(members))
     assert only["targets"]["params"]["untrained"] == sum(not c["trained"] for c in only["cells"]
                                                          if c["method"] == "params")
-    assert [{k: v for k, v in c.items() if k != "wall_s"} for c in only["cells"] if c["method"] == "macs"] == \
-           [{k: v for k, v in c.items() if k != "wall_s"} for c in cells if c["method"] == "macs"]
+    for one, two in zip(only["cells"], cells):
+        if one["trained"] and not one["in_crowd"]:       # seed 0 as in the two-seed cache, no sd
+            assert one["standalone_seeds"] == two["standalone_seeds"][:1] and one["standalone_sd"] is None
+        elif one["in_crowd"]:
+            assert one["standalone_seeds"] == two["standalone_seeds"] and one["rank"] == two["rank"]
+    assert any("(1 seed)" in line for line in capsys.readouterr().out.splitlines()) == bool(macs_answers - set(members))
 
 
 def test_crowd_flags_need_a_crowd(regret, capsys):
