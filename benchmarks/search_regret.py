@@ -25,8 +25,10 @@ within that budget, read and never retrained. Several budgets (`--budget 35%,50%
 search seeds (`--search-seeds 0,1`) give one cell per (budget, seed, score); `--finalists K`
 adds, for each score, the same search followed by its K finalists (`nas search --finalists K`,
 which resumes the plain search's folder). Each answer not in the crowd is trained alone into
-`--ground-truth` (`--seeds` seeds each; the table uses every seed cached, at most 2). Per cell: the answer's standalone test top-1, its rank among the crowd, the
-crowd's best and median, the search's wall time; then, per row, the targets of issue 37.
+`--ground-truth` (`--seeds` seeds each; the table uses every seed cached, at most 2). Per cell:
+the answer's standalone test top-1, its rank among the crowd, the crowd's best and median, the
+call's wall time and what the search cost however many calls it took (its evaluations' seconds,
+its finalists' fine-tunes' seconds); then, per row, the targets of issue 37.
 
     python benchmarks/search_regret.py RUN --crowd benchmarks/ground_truth --budget 35%,50%,75%
         --search-seeds 0,1 --scores auto,supernet --finalists 4 --workers 2
@@ -249,18 +251,20 @@ def crowd_targets(cells: list[dict[str, Any]], spread: float, min_first: dict[st
 def format_crowd(cells: list[dict[str, Any]], targets: dict[str, dict[str, Any]], spread: float) -> str:
     """The table printed by `crowd_main`: a line per cell, then a line per method's targets."""
     lines = [f"{'budget':>7s} {'seed':>4s} {'method':22s} {'arch_id':10s} {'MACs':>8s} {'standalone %':>14s} "
-             f"{'rank':>6s} {'crowd best / median':>19s} {'wall s':>7s}"]
+             f"{'rank':>6s} {'crowd best / median':>19s} {'wall s':>7s} {'eval s':>7s} {'final. s':>8s}"]
     for c in cells:
         if not c["trained"]:
             lines.append(f"{c['budget']:>7s} {c['search_seed']:4d} {c['method']:22s} {c['arch_id']:10s} "
-                         f"{c['macs'] / 1e6:7.3f}M {'not trained':>14s} {'':>6s} {'':>19s} {c['wall_s']:7.1f}")
+                         f"{c['macs'] / 1e6:7.3f}M {'not trained':>14s} {'':>6s} {'':>19s} {c['wall_s']:7.1f} "
+                         f"{c['eval_s']:7.1f} {c['finalists_s']:8.1f}")
             continue
         alone = (f"{100 * c['standalone_mean']:.2f} +- {100 * c['standalone_sd']:.2f}" if c["standalone_sd"] is not None
                  else f"{100 * c['standalone_mean']:.2f} (1 seed)")
         mark = " (min subnet)" if c["is_min"] else ""
         lines.append(f"{c['budget']:>7s} {c['search_seed']:4d} {c['method']:22s} {c['arch_id']:10s} "
                      f"{c['macs'] / 1e6:7.3f}M {alone:>14s} {c['rank']:3d}/{c['of']:<2d} "
-                     f"{100 * c['crowd_best']:8.2f} / {100 * c['crowd_median']:.2f} {c['wall_s']:7.1f}{mark}")
+                     f"{100 * c['crowd_best']:8.2f} / {100 * c['crowd_median']:.2f} {c['wall_s']:7.1f} "
+                     f"{c['eval_s']:7.1f} {c['finalists_s']:8.1f}{mark}")
     for method, t in targets.items():
         if not t["cells"]:
             lines.append(f"{method}: no answer trained alone")
@@ -311,8 +315,8 @@ def crowd_main(args: argparse.Namespace) -> dict[str, Any]:
                 answers.append((budget, seed, score, plain, plain_s))
                 if args.finalists:
                     clock = time.perf_counter()
-                    picked = api.search(run, args.searcher, finalists=args.finalists, finalist_steps=args.finalist_steps,
-                                        workers=args.workers, **kwargs)
+                    picked = api.search(run, args.searcher, finalists=args.finalists,
+                                        finalist_steps=args.finalist_steps, workers=args.workers, **kwargs)
                     answers.append((budget, seed, f"{score}+finalists{args.finalists}", picked,
                                     plain_s + time.perf_counter() - clock))
                 print(f"searched {budget}, seed {seed}, by {score}: {plain.arch_id}"
@@ -341,7 +345,10 @@ def crowd_main(args: argparse.Namespace) -> dict[str, Any]:
         cell = {"budget": budget, "max_macs": limits[budget], "search_seed": seed, "method": method,
                 "score": result.score, "arch_id": result.arch_id, "arch": result.best, "macs": result.macs,
                 "in_crowd": result.arch_id in crowd, "is_min": result.arch_id == min_id,
-                "wall_s": round(wall, 1), "search_dir": str(result.dir), "trained": result.arch_id in standalone}
+                "wall_s": round(wall, 1), "search_dir": str(result.dir), "trained": result.arch_id in standalone,
+                "eval_s": round(sum(r.get("eval_seconds", 0.0) for r in result.trials), 1),
+                "finalists_s": round(sum(f["finalist_seconds"] for f in result.finalists["finalists"]), 1)
+                if result.finalists else 0.0}
         if cell["trained"]:
             alone = standalone[result.arch_id]
             cell.update({"standalone_mean": alone["standalone_test_top1"],

@@ -143,6 +143,9 @@ def test_crowd_mode_ranks_each_answer_among_the_cached_crowd_and_trains_only_new
         assert cell["crowd_median"] == pytest.approx(statistics.median(crowd_means.values()))
         assert cell["in_crowd"] == (cell["arch_id"] in members) and cell["macs"] <= cell["max_macs"]
         assert cell["score"] == cell["method"].split("+")[0]
+        trials = [json.loads(line) for line in (Path(cell["search_dir"]) / "results.jsonl").read_text().splitlines()]
+        assert cell["eval_s"] == pytest.approx(sum(t["eval_seconds"] for t in trials), abs=0.06)
+        assert (cell["finalists_s"] > 0) == ("+" in cell["method"])
     finalists = [c for c in cells if c["method"].endswith("+finalists2")]
     # the finalists resume the plain search's folder: same trials, then the stage
     assert [c["search_dir"] for c in finalists] == [c["search_dir"] for c in cells if "+" not in c["method"]]
