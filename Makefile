@@ -10,10 +10,11 @@ CONFIG ?= fashion_mnist_mbv3
 RUN ?= fashion_mnist_mbv3
 # Search budget: halfway between the min and max subnets' MACs; evaluations of the search.
 TRIALS ?= 40
-# The search's 4 best archs fine-tuned alone and measured again (nas search --finalists), 2 at a
-# time: about a minute here; on the trained cell201 supernet it lifted the answer by 2.1 points
-# of standalone accuracy in each budget (issue 37). FINALISTS=0 turns it off.
-FINALISTS ?= 4
+# FINALISTS=4: the search's 4 best archs fine-tuned alone and measured again (nas search
+# --finalists), 2 at a time. Off by default: behind the default score it gained nothing (cell201
+# +0.01, MobileNetV3 -0.25 points of standalone accuracy on average over 6 searches each, for 3-7
+# CPU-minutes a search; BENCHMARKS.md §17); it helps a search ranked by the supernet.
+FINALISTS ?= 0
 FINALIST_FLAGS := $(if $(filter-out 0,$(FINALISTS)),--finalists $(FINALISTS) --workers 2)
 # Two OpenMP threads per process; torch processes started side by side set their own.
 export OMP_NUM_THREADS ?= 2
