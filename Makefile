@@ -12,7 +12,7 @@ RUN ?= fashion_mnist_mbv3
 TRIALS ?= 40
 # FINALISTS=4: the search's 4 best archs fine-tuned alone and measured again (nas search
 # --finalists), 2 at a time. Off by default: behind the default score it gained nothing (cell201
-# +0.01, MobileNetV3 -0.17 points of standalone accuracy on average over 6 searches each, for 1-7
+# +0.01, MobileNetV3 -0.20 points of standalone accuracy on average over 6 searches each, for 1-7
 # CPU-minutes a search; BENCHMARKS.md §17); it helps a search ranked by the supernet.
 FINALISTS ?= 0
 FINALIST_FLAGS := $(if $(filter-out 0,$(FINALISTS)),--finalists $(FINALISTS) --workers 2)
