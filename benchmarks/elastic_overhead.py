@@ -11,8 +11,12 @@ see the same machine load. Also: analytic cost rate (MACs + params) over 10,000 
 freshly sampled archs, no caches.
 
     python benchmarks/elastic_overhead.py [--space mobilenetv3] [--steps 40] [--device cpu]
+    python benchmarks/elastic_overhead.py --space vit --batch 2 --threads 1 --steps 400 --phases
 
 On a CUDA device each step is timed between synchronisations (benchmarks/gpu_check.py uses it).
+`--phases` splits each step into forward, backward and optimizer step, timed by the thread's CPU
+time (CPU, one thread): at batch 2 the compute is near zero, so what the supernet adds per phase
+is the fixed cost of its elastic ops, measured apart from load on the other core.
 """
 from __future__ import annotations
 
@@ -36,21 +40,31 @@ from nas.core.config import load_config  # noqa: E402
 SPACE_CONFIGS = {"mobilenetv3": "fashion_mnist_mbv3", "vit": "fashion_mnist_vit", "cell201": "fashion_mnist_cell201"}
 
 
-def step_times(models, x, y, steps: int) -> list[list[float]]:
+PHASES = ("forward", "backward", "step")
+
+
+def step_times(models, x, y, steps: int, clock=time.perf_counter) -> list[list[tuple[float, float, float]]]:
+    """Per model, the (forward, backward, optimizer step) seconds of each timed step by `clock`;
+    steps alternate between the models (the order flips every step) so both see the same load."""
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
                   for m in models]
     sync = torch.cuda.synchronize if x.device.type == "cuda" else (lambda: None)
     times = [[] for _ in models]
-    for _ in range(steps):
-        for model, optimizer, bucket in zip(models, optimizers, times):
+    for i in range(steps):
+        order = list(zip(models, optimizers, times))
+        for model, optimizer, bucket in (order if i % 2 == 0 else order[::-1]):
             sync()
-            start = time.perf_counter()
+            start = clock()
             loss = torch.nn.functional.cross_entropy(model(x), y)
+            sync()
+            forward = clock()
             optimizer.zero_grad()
             loss.backward()
+            sync()
+            backward = clock()
             optimizer.step()
             sync()
-            bucket.append(time.perf_counter() - start)
+            bucket.append((forward - start, backward - forward, clock() - backward))
     return [t[3:] for t in times]   # drop warm-up steps
 
 
@@ -67,8 +81,9 @@ def cost_rate(space, n: int = 10_000) -> float:
     return len(archs) / (time.perf_counter() - start)
 
 
-def overhead(space_name: str, steps: int, batch: int, device: str = "cpu") -> dict:
-    """Step-time ratio supernet / static export for max, a mid arch and min (prints a line each)."""
+def overhead(space_name: str, steps: int, batch: int, device: str = "cpu", phases: bool = False) -> dict:
+    """Step-time ratio supernet / static export for max, a mid arch and min (prints a line each);
+    with `phases`, also the median forward / backward / step microseconds of each, by CPU time."""
     torch.manual_seed(0)
     config = load_config(SPACE_CONFIGS[space_name])
     space = build_space(config)
@@ -76,6 +91,7 @@ def overhead(space_name: str, steps: int, batch: int, device: str = "cpu") -> di
     supernet = space.build_supernet().to(device, memory_format=fmt).train()
     rng = random.Random(1)
     archs = {"max": space.max(), "mid": space.sample(rng), "min": space.min()}
+    clock = time.thread_time if phases else time.perf_counter
     results = {}
     for name, arch in archs.items():
         supernet.set_active(arch)
@@ -83,13 +99,19 @@ def overhead(space_name: str, steps: int, batch: int, device: str = "cpu") -> di
         size = space.input_size(arch)
         x = torch.randn(batch, space.in_chans, size, size).to(device).contiguous(memory_format=fmt)
         y = torch.randint(0, space.num_classes, (batch,)).to(device)
-        elastic, plain = step_times([supernet, static], x, y, steps)
-        ratio = statistics.median(elastic) / statistics.median(plain)
-        results[name] = {"macs": space.macs(arch), "supernet_ms": 1e3 * statistics.median(elastic),
-                         "static_ms": 1e3 * statistics.median(plain), "ratio": ratio}
+        elastic, plain = step_times([supernet, static], x, y, steps, clock)
+        elastic_s, plain_s = statistics.median(map(sum, elastic)), statistics.median(map(sum, plain))
+        results[name] = {"macs": space.macs(arch), "supernet_ms": 1e3 * elastic_s, "static_ms": 1e3 * plain_s,
+                         "ratio": elastic_s / plain_s}
         print(f"{space_name} {name:3s} {space.macs(arch) / 1e6:6.2f} MMACs  supernet "
               f"{results[name]['supernet_ms']:7.2f} ms  static {results[name]['static_ms']:7.2f} ms  "
-              f"ratio {ratio:.3f}  ({device})", flush=True)
+              f"ratio {elastic_s / plain_s:.3f}  ({device})", flush=True)
+        if phases:
+            split = {phase: (1e6 * statistics.median(t[k] for t in elastic), 1e6 * statistics.median(t[k] for t in plain))
+                     for k, phase in enumerate(PHASES)}
+            results[name]["phases_us"] = split
+            print("    " + "  ".join(f"{phase} {a:.0f} / {b:.0f} us (+{a - b:.0f})" for phase, (a, b) in split.items()),
+                  flush=True)
     return results
 
 
@@ -99,15 +121,21 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--phases", action="store_true",
+                        help="split each step into forward / backward / optimizer step by thread CPU time "
+                             "(CPU and --threads 1 only)")
     args = parser.parse_args()
-    torch.set_num_threads(2)
-    results = overhead(args.space, args.steps, args.batch, args.device)
+    if args.phases and (args.threads != 1 or args.device != "cpu"):
+        parser.error("--phases: thread CPU time sees one thread only: use it with --threads 1 on the CPU")
+    torch.set_num_threads(args.threads)
+    results = overhead(args.space, args.steps, args.batch, args.device, args.phases)
     config = load_config(SPACE_CONFIGS[args.space])
     channels_last = config.train.channels_last
     space = build_space(config)
     rate = cost_rate(space)
     print(f"{args.space} analytic costs: {rate:,.0f} archs/s (MACs + params, distinct fresh archs, no cache)")
-    print(json.dumps({"space": args.space, "steps": args.steps, "batch": args.batch, "threads": 2,
+    print(json.dumps({"space": args.space, "steps": args.steps, "batch": args.batch, "threads": args.threads,
                       "device": args.device, "channels_last": channels_last,
                       "cpu": platform.processor() or platform.machine(),
                       "torch": torch.__version__, "results": results, "cost_rate": rate}))
