@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -428,8 +429,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     func: Callable[[argparse.Namespace], int] = args.func
     args.flags = flag_names(command_parser(parser, args.command))
+    def one_line_warning(message, *_args, **_kwargs) -> None:
+        print(f"nas {args.command}: warning: {message}", file=sys.stderr)
+
     try:
-        with wording(lambda text: with_flags(text, args.flags)):
+        with wording(lambda text: with_flags(text, args.flags)), warnings.catch_warnings():
+            warnings.showwarning = one_line_warning
             return func(args)
     except NasError as e:
         lines = [with_flags(line, args.flags) for line in e.lines()]

@@ -46,6 +46,7 @@ a sub-space partition their parent's). Evaluation, search and export go through
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
@@ -240,7 +241,15 @@ class FewShotStrategy(Strategy):
         return budget.total_steps(self._segments(io), io.schedule_steps)
 
     def check_schedule(self, schedule_steps: int, steps_per_epoch: int) -> None:
-        self.options.split.split_steps(schedule_steps, steps_per_epoch)
+        steps = self.options.split.split_steps(schedule_steps, steps_per_epoch)
+        split = self.options.split
+        if split.budget == "shared" and split.reinit_children:
+            children = split.branching ** len(steps)
+            remaining = schedule_steps - steps[-1]
+            warnings.warn(f"{OPTION_PATH}: budget shared with reinit_children true: up to {children} final children "
+                          f"start from fresh weights and share the last {remaining} steps (about "
+                          f"{remaining // children} each); reinit_children: false keeps their trained weights "
+                          f"(BENCHMARKS.md §17)", stacklevel=2)
 
     def schedule_step(self, step: int, io: StepIO) -> float:
         return budget.schedule_position(self._segments(io), step)

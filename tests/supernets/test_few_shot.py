@@ -361,6 +361,28 @@ def test_shared_budget_keeps_the_schedule_s_length(splits, tmp_path, monkeypatch
     assert len(trainer.strategy.parts) == 4
 
 
+def test_shared_budget_with_fresh_children_warns_before_training(recwarn):
+    reinit = api.build_strategy(_config(split={"at": [0.5, 0.75], "budget": "shared"}, steps=40))
+    with pytest.warns(UserWarning, match=r"budget shared with reinit_children true: up to 4 final children start "
+                                         r"from fresh weights and share the last 10 steps \(about 2 each\)"):
+        reinit.check_schedule(40, 4)
+    recwarn.clear()
+    for split in ({"at": [0.5, 0.75], "budget": "shared", "reinit_children": False}, {"at": [0.5, 0.75]}):
+        api.build_strategy(_config(split=split, steps=40)).check_schedule(40, 4)
+    assert not [w for w in recwarn if "reinit_children" in str(w.message)]
+
+
+def test_the_cli_prints_that_warning_in_one_line_and_trains(tmp_path, capsys):
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(_config(split={"at": [0.5, 0.75], "budget": "shared"}).to_dict()))
+    assert cli.main(["train", str(path), "--name", "fresh", "--runs-dir", str(tmp_path / "runs"), "--quiet",
+                     "--device", "cpu"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warned == ["nas train: warning: strategy.split: budget shared with reinit_children true: up to 4 final "
+                      "children start from fresh weights and share the last 2 steps (about 0 each); "
+                      "reinit_children: false keeps their trained weights (BENCHMARKS.md §17)"]
+
+
 def test_per_child_children_take_turns_from_the_split():
     strategy = api.build_strategy(_config(CELL))
     _split_twice(strategy)
