@@ -241,8 +241,8 @@ class FewShotStrategy(Strategy):
         return budget.total_steps(self._segments(io), io.schedule_steps)
 
     def check_schedule(self, schedule_steps: int, steps_per_epoch: int) -> None:
-        steps = self.options.split.split_steps(schedule_steps, steps_per_epoch)
         split = self.options.split
+        steps = split.split_steps(schedule_steps, steps_per_epoch)
         if split.budget == "shared" and split.reinit_children:
             children = split.branching ** len(steps)
             remaining = schedule_steps - steps[-1]
