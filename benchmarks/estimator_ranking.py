@@ -11,6 +11,9 @@ bootstrap intervals and the top-k overlap, the ground truth's own seed-to-seed f
 seeds) as the ceiling, and one JSON line.
 
     python benchmarks/estimator_ranking.py --ground-truth DIR --config fashion_mnist_cell201 --archs 24 --seeds 2
+        [--extends M]
+
+`--extends M`: the archs of `nas fidelity --archs N --extends M` (the M-arch selection grown to N).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--config", default="fashion_mnist_cell201", help="config whose space and recipe to use")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--archs", type=int, default=24)
+    parser.add_argument("--extends", type=int, metavar="M", help="the --archs selection grown from M archs")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--estimators", metavar="A,B,...", help="default: every cheap estimator but supernet")
     parser.add_argument("--init-seeds", type=int, default=3)
@@ -51,7 +55,7 @@ def main() -> None:
     config = api.load_config(args.config, args.set)
     space = api.build_space(config)
     measured = plan(config, space, api.standalone_model, args.ground_truth, archs=args.archs, epochs=None,
-                    seeds=args.seeds, recipe=None)
+                    seeds=args.seeds, recipe=None, extends=args.extends)
     records = []
     for arch in measured.archs:
         seeds = [measured.truth.cached(arch, k) for k in range(args.seeds)]

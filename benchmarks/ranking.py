@@ -14,9 +14,10 @@
 
     python benchmarks/ranking.py --ground-truth DIR --config fashion_mnist_cell201 [--archs 30]
         [--epochs 4] [--seeds 2] [--workers 2] [--recipe FILE] [--set KEY=VALUE ...] [--run RUN_DIR ...]
-        [--estimators A,B,...] [--init-seeds 3]
+        [--estimators A,B,...] [--init-seeds 3] [--extends M]
 
-Defaults: 30 archs on cell201, 16 on other spaces; the config's epochs; 2 seeds.
+Defaults: 30 archs on cell201, 16 on other spaces; the config's epochs; 2 seeds. `--extends M`:
+the M-arch selection grown to `--archs` (as `nas fidelity --extends`), so its trainings are reused.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--config", default="fashion_mnist_cell201", help="config whose space and recipe to use")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--archs", type=int, help="archs to measure (default 30 on cell201, else 16)")
+    parser.add_argument("--extends", type=int, metavar="M", help="grow the M-arch selection to --archs")
     parser.add_argument("--epochs", type=int, help="standalone epochs (default: the config's)")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--recipe", help="YAML overrides of the config's train:/data: sections")
@@ -61,10 +63,11 @@ def main() -> None:
     archs = args.archs if args.archs is not None else DEFAULT_ARCHS.get(config.space.name, FALLBACK_ARCHS)
     started = time.perf_counter()
     truth = api.ground_truth(config, args.ground_truth, archs=archs, epochs=args.epochs, seeds=args.seeds,
-                             recipe=args.recipe, workers=args.workers)
+                             recipe=args.recipe, workers=args.workers, extends=args.extends)
     seconds = [s for r in truth.records for s in r["standalone_seconds"]]
     report = {"config": args.config, "overrides": args.set, "ground_truth": str(truth.dir),
-              "recipe_digest": truth.recipe_digest, "archs": archs, "seeds": args.seeds,
+              "recipe_digest": truth.recipe_digest, "archs": archs, "extends": args.extends,
+              "seeds": args.seeds,
               "length": truth.recipe.length(), "seed_kendall_tau": truth.seed_kendall_tau,
               "seed_spearman_rho": truth.seed_spearman_rho, "trainings_now": truth.new,
               "wall_s": round(time.perf_counter() - started, 1), "standalone_seconds_mean": statistics.fmean(seconds),
@@ -81,7 +84,7 @@ def main() -> None:
                              f"give a config of the same space")
         result = api.fidelity(run, archs=archs, seeds=args.seeds, recipe=truth.recipe,
                               workers=args.workers, ground_truth_dir=args.ground_truth,
-                              estimators=args.estimators, init_seeds=args.init_seeds)
+                              estimators=args.estimators, init_seeds=args.init_seeds, extends=args.extends)
         report["runs"][str(path)] = result.summary
         print(f"\n{path} (step {run.step}):\n{format_summary(result.summary)}", flush=True)
     print(json.dumps(report))

@@ -208,7 +208,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     result = api.fidelity(args.run, archs=args.archs, epochs=args.epochs, seeds=args.seeds, recipe=args.recipe,
                           workers=args.workers, ground_truth_dir=args.ground_truth, out=args.out,
                           runs_dir=args.runs_dir, checkpoint=args.checkpoint, device=args.device,
-                          progress=not args.quiet, estimators=args.estimators, init_seeds=args.init_seeds)
+                          progress=not args.quiet, estimators=args.estimators, init_seeds=args.init_seeds,
+                          extends=args.extends)
     if args.json:
         _print_json(result.summary)
     else:
@@ -356,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     fidelity.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
     fidelity.add_argument("--archs", type=int, default=16,
                           help="archs to measure, stratified over the MACs range, min and max included (default 16)")
+    fidelity.add_argument("--extends", type=int, metavar="M",
+                          help="grow the M-arch selection to --archs: its M archs (and their cached trainings) "
+                               "are kept, the others fill the MACs range where it is thinnest")
     fidelity.add_argument("--epochs", type=int,
                           help="standalone training epochs (default: the recipe's, i.e. the run's own)")
     fidelity.add_argument("--seeds", type=int, default=1,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 
@@ -68,3 +69,35 @@ def test_too_many_archs_or_too_few_are_errors():
         select_archs(space, 1000)
     with pytest.raises(ConfigError, match="archs: must be an integer >= 2"):
         select_archs(space, 1)
+
+
+@pytest.mark.parametrize("space_name, base, count", [("cell201", 10, 24), ("mobilenetv3", 16, 30)])
+def test_an_extended_selection_keeps_its_base_and_fills_the_thinnest_bins(space_name, base, count):
+    space = (make_space("cell201", small=True, operations=("none", "skip_connect", "avg_pool_3x3", "conv_3x3"))
+             if space_name == "cell201" else make_space("mobilenetv3"))
+    smaller = select_archs(space, base)
+    archs = select_archs(space, count, extends=base)
+    ids = [arch_id(a) for a in archs]
+    assert len(set(ids)) == count and {arch_id(a) for a in smaller} <= set(ids)
+    assert archs[0] == space.min() and archs[-1] == space.max() and all(space.is_live(a) for a in archs)
+    assert [space.macs(a) for a in archs[1:-1]] == sorted(space.macs(a) for a in archs[1:-1])
+    assert [arch_id(a) for a in select_archs(space, count, extends=base)] == ids
+    # greedy fill of count - 2 bins: a bin given an added arch held the fewest among the bins with
+    # candidates left, so no bin with candidates left ends more than one arch below it
+    low, high = space.macs(space.min()), space.macs(space.max())
+    def bin_of(a):
+        return _bin(space.macs(a), low, high, count - 2)
+
+    held = Counter(bin_of(a) for a in archs)
+    added = {bin_of(a) for a in archs if arch_id(a) not in {arch_id(s) for s in smaller}}
+    left = {bin_of(a) for a in candidate_pool(space, 0) if space.is_live(a) and arch_id(a) not in set(ids)}
+    assert added and all(held[b] >= max(held[a] for a in added) - 1 for b in left)
+
+
+def test_extends_names_a_smaller_selection():
+    space = make_space("cell201", small=True, operations=("none", "skip_connect", "avg_pool_3x3", "conv_3x3"))
+    assert select_archs(space, 12, extends=12) == select_archs(space, 12)
+    with pytest.raises(ConfigError, match="extends: 13 is more than --archs 12"):
+        select_archs(space, 12, extends=13)
+    with pytest.raises(ConfigError, match="extends: must be an integer >= 2"):
+        select_archs(space, 12, extends=1)

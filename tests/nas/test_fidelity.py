@@ -176,6 +176,19 @@ def test_runs_on_one_space_share_the_ground_truth(runs, tmp_path, shared_truth):
     assert [r["supernet_test_top1"] for r in first.records] != [r["supernet_test_top1"] for r in second.records]
 
 
+def test_a_grown_selection_reuses_the_trainings_of_the_one_it_extends(runs, tmp_path, shared_truth):
+    folder, smaller = shared_truth
+    shutil.copytree(folder, tmp_path / "truth")
+    grown = api.ground_truth(load_config(tiny_config()), tmp_path / "truth", archs=3, epochs=1, extends=2,
+                             progress=False)
+    assert grown.new == 1 and len(grown.records) == 3
+    assert {r["arch_id"]: r for r in smaller.records}.items() <= {r["arch_id"]: r for r in grown.records}.items()
+    measured = api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, extends=2, ground_truth_dir=tmp_path / "truth",
+                            out=tmp_path / "fidelity", progress=False)
+    assert measured.new == 0 and [r["arch_id"] for r in measured.records] == [r["arch_id"] for r in grown.records]
+    assert json.loads((tmp_path / "fidelity" / "fidelity.json").read_text())["extends"] == 2
+
+
 @pytest.mark.parametrize("space", ["vit", "cell201"])
 def test_every_space_measures(tmp_path, space):
     _train(tmp_path, space, space=space)
@@ -193,6 +206,8 @@ def test_every_space_measures(tmp_path, space):
     (["--workers", "0"], "--workers: must be an integer >= 1, got 0"),
     (["--seeds", "0"], "--seeds: must be an integer >= 1, got 0"),
     (["--archs", "100000"], "--archs: the space 'mobilenetv3' offers only"),
+    (["--archs", "4", "--extends", "5"], "--extends: 5 is more than --archs 4: it names the smaller selection"),
+    (["--extends", "1"], "--extends: must be an integer >= 2 (the min and max subnets are always measured), got 1"),
 ])
 def test_bad_arguments_exit_2_with_one_line(runs, capsys, flags, needle):
     _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), *flags], needle)

@@ -14,6 +14,12 @@
 
 Every draw comes from generators derived from `seed`: the selection never depends on
 trained weights, so every run on one space measures the same archs.
+
+`select_archs(space, n, seed, extends=m)` grows a selection without discarding its trainings:
+the first m archs are exactly `select_archs(space, m, seed)`, the n - m others are drawn one at
+a time from the bin (of n - 2 equal-width bins) that holds the fewest selected archs, ties
+broken at random, so the whole is again spread over the MACs range. (Plain selections of
+different sizes share few archs: each size has its own bins.)
 """
 from __future__ import annotations
 
@@ -46,14 +52,29 @@ def candidate_pool(space: ArchSpace, seed: int) -> list[Arch]:
     return list({arch_id(a): a for a in archs}.values())
 
 
-def select_archs(space: ArchSpace, count: int, seed: int = 0) -> list[Arch]:
+def check_extends(count: int, extends: int | None) -> None:
+    """Raise `ConfigError` naming `--extends` unless it is None or between 2 and `count`."""
+    if extends is None:
+        return
+    check_int("extends", extends, 2, " (the min and max subnets are always measured)")
+    if extends > count:
+        raise ConfigError(f"extends: {extends} is more than --archs {count}: it names the smaller selection "
+                          f"that this one grows")
+
+
+def select_archs(space: ArchSpace, count: int, seed: int = 0, extends: int | None = None) -> list[Arch]:
     """`count` distinct archs stratified over the MACs range: min first, max last, the others
-    between them by MACs.
+    between them by MACs; with `extends`, a superset of the `extends`-arch selection (see the
+    module docstring).
 
     Raises:
-        ConfigError: naming `--archs` when `count` < 2 or the pool has too few archs.
+        ConfigError: naming `--archs` when `count` < 2 or the pool has too few archs, naming
+        `--extends` when it is not between 2 and `count`.
     """
     check_int("archs", count, 2)
+    check_extends(count, extends)
+    if extends is not None and extends < count:
+            return _extended(space, count, seed, select_archs(space, extends, seed))
     low, high = space.min(), space.max()
     ends = {arch_id(low): low, arch_id(high): high}
     pool = [a for a in candidate_pool(space, seed) if arch_id(a) not in ends and space.is_live(a)]
@@ -62,6 +83,33 @@ def select_archs(space: ArchSpace, count: int, seed: int = 0) -> list[Arch]:
                           f"architectures to measure, fewer than {count}")
     middle = sorted(_stratified(space, pool, count - len(ends), seed), key=lambda a: (space.macs(a), arch_id(a)))
     return [low, *middle, high] if len(ends) == 2 else [low, *middle]
+
+
+def _extended(space: ArchSpace, count: int, seed: int, base: list[Arch]) -> list[Arch]:
+    taken = {arch_id(a) for a in base}
+    pool = [a for a in candidate_pool(space, seed) if arch_id(a) not in taken and space.is_live(a)]
+    if len(taken) + len(pool) < count:
+        raise ConfigError(f"archs: the space '{space.name}' offers only {len(taken) + len(pool)} distinct live "
+                          f"architectures to measure, fewer than {count}")
+    bins = MacsBins(space.macs(space.min()), space.macs(space.max()), max(count - 2, 1))
+    members: dict[int, list[Arch]] = {}
+    for arch in pool:
+        members.setdefault(bins.index(space.macs(arch)), []).append(arch)
+    held = {b: 0 for b in members}
+    for arch in base:
+        b = bins.index(space.macs(arch))
+        held[b] = held.get(b, 0) + 1
+    rng = python_rng(seed, "fidelity-extend")
+    added: list[Arch] = []
+    while len(taken) + len(added) < count:
+        open_bins = [b for b in sorted(members) if members[b]]
+        fewest = min(held[b] for b in open_bins)
+        b = rng.choice([b for b in open_bins if held[b] == fewest])
+        added.append(members[b].pop(rng.randrange(len(members[b]))))
+        held[b] += 1
+    ends = {arch_id(space.min()), arch_id(space.max())}
+    middle = sorted((a for a in [*base, *added] if arch_id(a) not in ends), key=lambda a: (space.macs(a), arch_id(a)))
+    return [base[0], *middle, base[-1]] if len(ends) == 2 else [base[0], *middle]
 
 
 def _stratified(space: ArchSpace, pool: list[Arch], count: int, seed: int) -> list[Arch]:

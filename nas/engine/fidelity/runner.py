@@ -36,7 +36,7 @@ from nas.core.arch import Arch, arch_id
 from nas.core.config import RunConfig
 from nas.core.errors import RunError, check_int
 from nas.core.files import record_lock, write_json, write_text
-from nas.engine.fidelity.arch_selection import select_archs
+from nas.engine.fidelity.arch_selection import check_extends, select_archs
 from nas.engine.fidelity.estimators import CALIBRATED, Scoring, calibrated_scores, score_archs
 from nas.engine.fidelity.report import estimator_summary, summarize, write_report
 from nas.engine.fidelity.ground_truth import GroundTruth, ModelFactory, recipe_source, stop_on_sigterm
@@ -78,18 +78,21 @@ class Plan:
     seeds: int
     selection_seed: int = 0
     init_seeds: int = INIT_SEEDS
+    extends: int | None = None
 
     def ident(self) -> str:
         """The folder name of a measurement: archs, length, seeds, recipe digest (and the selection
-        seed, and the proxies' init seeds, where not the defaults)."""
+        seed, the selection it extends, and the proxies' init seeds, where not the defaults)."""
         ident = f"n{len(self.archs)}-{self.recipe.length()}-k{self.seeds}-{self.truth.digest}"
         ident += f"-sel{self.selection_seed}" if self.selection_seed else ""
+        ident += f"-ext{self.extends}" if self.extends not in (None, len(self.archs)) else ""
         return ident + (f"-i{self.init_seeds}" if self.init_seeds != INIT_SEEDS else "")
 
 
-def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int) -> None:
+def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int, extends: int | None = None) -> None:
     """Raise `ConfigError` naming the flag of the first bad count."""
     check_int("archs", archs, 2, " (the min and max subnets are always measured)")
+    check_extends(archs, extends)
     if epochs is not None:
         check_int("epochs", epochs, 1)
     check_int("seeds", seeds, 1)
@@ -98,16 +101,17 @@ def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int) ->
 
 def plan(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path, *, archs: int,
          epochs: int | None, seeds: int, recipe: str | Path | Recipe | None, selection_seed: int = 0,
-         init_seeds: int = INIT_SEEDS) -> Plan:
-    """Select the archs and build the recipe (see `check_arguments` for the counts); `init_seeds`
-    (the proxies' initialisations) only names the measurement's folder.
+         init_seeds: int = INIT_SEEDS, extends: int | None = None) -> Plan:
+    """Select the archs (a superset of the `extends`-arch selection when given) and build the
+    recipe (see `check_arguments` for the counts); `init_seeds` (the proxies' initialisations)
+    only names the measurement's folder.
 
     `recipe` is a recipe file, a `Recipe` (its length replaced by `epochs` when given), or None
     (the config's own, see `nas.engine.fidelity.recipe`).
     """
     truth = recipe_ground_truth(config, space, make_model, root, recipe, epochs)
-    selected = select_archs(space, archs, selection_seed)
-    return Plan(selected, truth.recipe, truth, seeds, selection_seed, init_seeds)
+    selected = select_archs(space, archs, selection_seed, extends)
+    return Plan(selected, truth.recipe, truth, seeds, selection_seed, init_seeds, extends)
 
 
 def recipe_ground_truth(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path,

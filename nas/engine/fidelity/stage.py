@@ -23,9 +23,10 @@ if TYPE_CHECKING:     # the measurement's machinery (trainer, timm) loads on fir
 
 def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
                  seeds: int = 1, recipe: str | Path | Recipe | None = None, workers: int = 1, selection_seed: int = 0,
-                 progress: bool = True) -> GroundTruthResult:
+                 progress: bool = True, extends: int | None = None) -> GroundTruthResult:
     """Train (or reuse from `ground_truth_dir`) the standalone ground truth of `nas fidelity` for
-    the config's space, without any supernet: the `archs` MACs-stratified archs, `seeds` times each.
+    the config's space, without any supernet: the `archs` MACs-stratified archs (a superset of
+    the `extends`-arch selection when given), `seeds` times each.
 
     Returns a `GroundTruthResult`: `records` holds one `{"arch_id", "arch", "macs", "params",
     "standalone_test_top1", ...}` per arch sorted by MACs, `new` the trainings run by this call.
@@ -33,10 +34,10 @@ def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int 
     from nas.engine.fidelity.report import seed_agreement
     from nas.engine.fidelity.runner import check_arguments, plan, standalone_record
 
-    check_arguments(archs, epochs, seeds, workers)
+    check_arguments(archs, epochs, seeds, workers, extends)
     check_writable(ground_truth_dir, "ground_truth_dir")
     measured = plan(config, build_space(config), standalone_model, ground_truth_dir, archs=archs, epochs=epochs,
-                    seeds=seeds, recipe=recipe, selection_seed=selection_seed)
+                    seeds=seeds, recipe=recipe, selection_seed=selection_seed, extends=extends)
     records: dict[str, dict[str, Any]] = {}
 
     def keep(arch: Arch, results: list[dict[str, Any]]) -> None:
@@ -52,10 +53,12 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
              recipe: str | Path | Recipe | None = None, workers: int = 1, ground_truth_dir: str | Path | None = None,
              selection_seed: int = 0, out: str | Path | None = None, runs_dir: str | Path = DEFAULT_RUNS_DIR,
              checkpoint: str = LAST, device: str | torch.device | None = None, progress: bool = True,
-             estimators: str | list[str] | None = None, init_seeds: int = 3) -> FidelityResult:
+             estimators: str | list[str] | None = None, init_seeds: int = 3,
+             extends: int | None = None) -> FidelityResult:
     """How well the run's supernet ranks its subnets (`nas fidelity`): supernet vs standalone test top-1.
 
-    Selects `archs` archs stratified over the space's MACs (min and max included), trains each
+    Selects `archs` archs stratified over the space's MACs (min and max included; with
+    `extends`, a superset of the `extends`-arch selection, so its trainings are reused), trains each
     alone `seeds` times with the recipe (a file of `train`/`data` overrides, a `Recipe`, or the
     run's own with `epochs`) in `workers` processes, caching every training in
     `ground_truth_dir` (default `runs/NAME/fidelity/ground_truth`), and reports Kendall tau-b,
@@ -74,7 +77,7 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     from nas.engine.fidelity.estimators import build_estimators, needs_batches, parse_names, scoring
     from nas.engine.fidelity.runner import check_arguments, plan, run_fidelity
 
-    check_arguments(archs, epochs, seeds, workers)     # before loading the run
+    check_arguments(archs, epochs, seeds, workers, extends)     # before loading the run
     check_int("init_seeds", init_seeds, 1)
     names = parse_names(estimators)
     build_estimators(names)
@@ -85,12 +88,13 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     check_writable(root, "ground_truth_dir" if ground_truth_dir is not None else "RUN")
     check_writable(out if out is not None else run.dir.fidelity(""), "out" if out is not None else "RUN")
     measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
-                    recipe=recipe, selection_seed=selection_seed, init_seeds=init_seeds)
+                    recipe=recipe, selection_seed=selection_seed, init_seeds=init_seeds, extends=extends)
     _ = run.data     # loads (and so checks) the run's data before any evaluation or folder
     ident = measured.ident() + ("" if run.checkpoint.name == LAST else f"-{run.checkpoint.stem}")
     settings = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,
                 "space": run.space.name, "space_fingerprint": run.space.fingerprint(),
-                "arch_ids": [arch_id(a) for a in measured.archs], "selection_seed": selection_seed, "seeds": seeds,
+                "arch_ids": [arch_id(a) for a in measured.archs], "selection_seed": selection_seed,
+                "extends": extends, "seeds": seeds,
                 "recipe_digest": measured.truth.digest, "recipe": measured.recipe.to_dict(),
                 "ground_truth": str(measured.truth.folder),
                 # what the proxies' scores depend on besides the run (seeded by selection_seed)
