@@ -176,17 +176,21 @@ def test_runs_on_one_space_share_the_ground_truth(runs, tmp_path, shared_truth):
     assert [r["supernet_test_top1"] for r in first.records] != [r["supernet_test_top1"] for r in second.records]
 
 
-def test_a_grown_selection_reuses_the_trainings_of_the_one_it_extends(runs, tmp_path, shared_truth):
+def test_a_grown_selection_reuses_the_trainings_of_the_one_it_extends(runs, tmp_path, shared_truth, capsys):
     folder, smaller = shared_truth
     shutil.copytree(folder, tmp_path / "truth")
     grown = api.ground_truth(load_config(tiny_config()), tmp_path / "truth", archs=3, epochs=1, extends=2,
                              progress=False)
     assert grown.new == 1 and len(grown.records) == 3
     assert {r["arch_id"]: r for r in smaller.records}.items() <= {r["arch_id"]: r for r in grown.records}.items()
-    measured = api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, extends=2, ground_truth_dir=tmp_path / "truth",
-                            out=tmp_path / "fidelity", progress=False)
-    assert measured.new == 0 and [r["arch_id"] for r in measured.records] == [r["arch_id"] for r in grown.records]
-    assert json.loads((tmp_path / "fidelity" / "fidelity.json").read_text())["extends"] == 2
+    copy = copy_run(runs, "tiny", tmp_path / "runs")
+    assert cli.main(["fidelity", "tiny", "--runs-dir", str(copy), "--archs", "3", "--extends", "2", "--epochs", "1",
+                     "--ground-truth", str(tmp_path / "truth"), "--estimators", "macs", "--quiet", "--json",
+                     "--device", "cpu"]) == 0
+    assert json.loads(capsys.readouterr().out)["arch_ids"] == [r["arch_id"] for r in grown.records]
+    folder, = (copy / "tiny" / "fidelity").glob("n3-e1-k1-*-ext2")      # another selection than --archs 3's
+    assert json.loads((folder / "fidelity.json").read_text())["extends"] == 2
+    assert not list(tmp_path.glob("truth/*/*/*.lock")) and len(list(tmp_path.glob("truth/*/*/*-s0.json"))) == 3
 
 
 @pytest.mark.parametrize("space", ["vit", "cell201"])

@@ -24,6 +24,7 @@ different sizes share few archs: each size has its own bins.)
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 from nas.core.arch import Arch, arch_id
 from nas.core.bins import MacsBins
@@ -74,51 +75,57 @@ def select_archs(space: ArchSpace, count: int, seed: int = 0, extends: int | Non
     check_int("archs", count, 2)
     check_extends(count, extends)
     if extends is not None and extends < count:
-            return _extended(space, count, seed, select_archs(space, extends, seed))
-    low, high = space.min(), space.max()
-    ends = {arch_id(low): low, arch_id(high): high}
-    pool = [a for a in candidate_pool(space, seed) if arch_id(a) not in ends and space.is_live(a)]
-    if len(ends) + len(pool) < count:
-        raise ConfigError(f"archs: the space '{space.name}' offers only {len(ends) + len(pool)} distinct live "
+        base = select_archs(space, extends, seed)
+        return _macs_order(space, [*base, *_fill_thinnest(space, _pool(space, seed, base, count), base, count, seed)])
+    ends = list({arch_id(a): a for a in (space.min(), space.max())}.values())
+    return _macs_order(space, [*ends, *_stratified(space, _pool(space, seed, ends, count), count - len(ends), seed)])
+
+
+def _pool(space: ArchSpace, seed: int, taken: list[Arch], count: int) -> list[Arch]:
+    """The live candidates not in `taken`; `ConfigError` when they cannot make up `count` archs."""
+    ids = {arch_id(a) for a in taken}
+    pool = [a for a in candidate_pool(space, seed) if arch_id(a) not in ids and space.is_live(a)]
+    if len(ids) + len(pool) < count:
+        raise ConfigError(f"archs: the space '{space.name}' offers only {len(ids) + len(pool)} distinct live "
                           f"architectures to measure, fewer than {count}")
-    middle = sorted(_stratified(space, pool, count - len(ends), seed), key=lambda a: (space.macs(a), arch_id(a)))
+    return pool
+
+
+def _macs_order(space: ArchSpace, archs: list[Arch]) -> list[Arch]:
+    """The min arch first, the max last (when they differ), the others between them by MACs."""
+    low, high = space.min(), space.max()
+    ends = {arch_id(low), arch_id(high)}
+    middle = sorted((a for a in archs if arch_id(a) not in ends), key=lambda a: (space.macs(a), arch_id(a)))
     return [low, *middle, high] if len(ends) == 2 else [low, *middle]
 
 
-def _extended(space: ArchSpace, count: int, seed: int, base: list[Arch]) -> list[Arch]:
-    taken = {arch_id(a) for a in base}
-    pool = [a for a in candidate_pool(space, seed) if arch_id(a) not in taken and space.is_live(a)]
-    if len(taken) + len(pool) < count:
-        raise ConfigError(f"archs: the space '{space.name}' offers only {len(taken) + len(pool)} distinct live "
-                          f"architectures to measure, fewer than {count}")
-    bins = MacsBins(space.macs(space.min()), space.macs(space.max()), max(count - 2, 1))
+def _by_bin(space: ArchSpace, archs: list[Arch], bins: MacsBins) -> dict[int, list[Arch]]:
     members: dict[int, list[Arch]] = {}
-    for arch in pool:
+    for arch in archs:
         members.setdefault(bins.index(space.macs(arch)), []).append(arch)
-    held = {b: 0 for b in members}
-    for arch in base:
-        b = bins.index(space.macs(arch))
-        held[b] = held.get(b, 0) + 1
+    return members
+
+
+def _fill_thinnest(space: ArchSpace, pool: list[Arch], base: list[Arch], count: int, seed: int) -> list[Arch]:
+    """`count - len(base)` archs of `pool`, each from the bin (of `count - 2`) holding the fewest."""
+    bins = MacsBins(space.macs(space.min()), space.macs(space.max()), max(count - 2, 1))
+    members = _by_bin(space, pool, bins)
+    held = Counter(bins.index(space.macs(a)) for a in base)
     rng = python_rng(seed, "fidelity-extend")
     added: list[Arch] = []
-    while len(taken) + len(added) < count:
+    while len(base) + len(added) < count:
         open_bins = [b for b in sorted(members) if members[b]]
         fewest = min(held[b] for b in open_bins)
         b = rng.choice([b for b in open_bins if held[b] == fewest])
         added.append(members[b].pop(rng.randrange(len(members[b]))))
         held[b] += 1
-    ends = {arch_id(space.min()), arch_id(space.max())}
-    middle = sorted((a for a in [*base, *added] if arch_id(a) not in ends), key=lambda a: (space.macs(a), arch_id(a)))
-    return [base[0], *middle, base[-1]] if len(ends) == 2 else [base[0], *middle]
+    return added
 
 
 def _stratified(space: ArchSpace, pool: list[Arch], count: int, seed: int) -> list[Arch]:
     if count <= 0:
         return []
-    bins = MacsBins(space.macs(space.min()), space.macs(space.max()), count)
-    members: dict[int, list[Arch]] = {}
-    for arch in pool:
-        members.setdefault(bins.index(space.macs(arch)), []).append(arch)
+    members = _by_bin(space, pool, MacsBins(space.macs(space.min()), space.macs(space.max()), count))
     rng = python_rng(seed, "fidelity-select")
     chosen: list[Arch] = []
     while len(chosen) < count:
