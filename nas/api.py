@@ -13,6 +13,7 @@ from nas.core.config import load_config
 from nas.engine.evaluator import SPLITS, EvalResult
 from nas.engine.export import FORMATS as EXPORT_FORMATS
 from nas.engine.export import ExportResult, export_subnet
+from nas.engine.export.shipped import format_shipped, read_shipped
 from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
 from nas.engine.fidelity.stage import fidelity, ground_truth
@@ -40,8 +41,8 @@ from nas.engine.training.summary import TrainSummary, train_summary
 __all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult",
            "GroundTruthResult", "Run", "SearchResult", "TrainSummary", "arch_generator", "build_space",
            "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity", "format_fidelity_summary",
-           "format_search_summary", "format_space_summary", "generate", "ground_truth", "latency_table",
-           "load_config", "load_run", "load_source", "load_splits", "load_weights", "resolve_arch", "resolve_budget",
+           "format_search_summary", "format_shipped", "format_space_summary", "generate", "ground_truth", "latency_table",
+           "load_config", "load_run", "load_source", "load_splits", "load_weights", "read_shipped", "resolve_arch", "resolve_budget",
            "resume_config", "run_name", "run_space_summary", "search", "search_summary", "space_summary",
            "standalone_model", "train", "train_summary"]
 

@@ -145,14 +145,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from nas import api
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
-    record = api.export_subnet(run, args.arch, args.out, args.format)
+    record = api.export_subnet(run, args.arch, args.out, args.format, finetune=_finetune_settings(args, run))
     if args.json:
         _print_json(record.to_json())
     else:
+        tuned = record.record.get("finetune")
+        how = (f" (fine-tuned {tuned['steps']} steps; inherited: val {record.record['inherited']['val_top1']:.4f}, "
+               f"test {record.record['inherited']['test_top1']:.4f})" if tuned else " (inherited weights)")
         print(f"exported {record.arch_id} to {record.dir}: val top-1 {record.val_top1:.4f}, "
-              f"test top-1 {record.test_top1:.4f}, MACs {format_amount(record.macs)}, "
+              f"test top-1 {record.test_top1:.4f}{how}, MACs {format_amount(record.macs)}, "
               f"params {format_amount(record.params)}")
+    if record.warning:
+        print(f"warning: {record.warning}", file=sys.stderr)
     return 0
+
+
+def _finetune_settings(args: argparse.Namespace, run: Any) -> Any:
+    """The run's `export.finetune` with the command line's `--finetune*` options applied."""
+    import dataclasses
+
+    from nas.core.config import finetune_length_problem
+    settings = run.config.export.finetune
+    if args.finetune is not None:
+        problem = finetune_length_problem(args.finetune)
+        if problem:
+            raise ConfigError(f"--finetune: {problem}")
+        settings = dataclasses.replace(settings, length=args.finetune)
+    if args.finetune_lr is not None:
+        if not args.finetune_lr > 0:
+            raise ConfigError(f"--finetune-lr: must be > 0, got {args.finetune_lr}")
+        settings = dataclasses.replace(settings, lr=args.finetune_lr)
+    if args.distill is not None:
+        settings = dataclasses.replace(settings, distill=args.distill)
+    return settings
 
 
 def _options(items: list[str]) -> dict[str, Any]:
@@ -196,10 +221,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from nas import api
     summary = api.search_summary(args.search_dir)
+    shipped = api.read_shipped(args.search_dir, summary["arch_id"])
     if args.json:
-        _print_json({key: value for key, value in summary.items() if key != "trials"})
+        _print_json({**{key: value for key, value in summary.items() if key != "trials"}, "shipped": shipped})
     else:
         print(api.format_search_summary(summary))
+        print("\n".join(api.format_shipped(shipped)) if shipped else
+              f"not exported yet: nas export RUN --arch {Path(args.search_dir) / 'best.yaml'}")
     return 0
 
 
@@ -306,6 +334,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", default="pt2", choices=EXPORT_FORMATS,
                         help="pt2 (default): model.pt2 and weights; onnx: model.onnx too "
                         "(needs the onnx extra: pip install -e '.[onnx]')")
+    export.add_argument("--finetune", metavar="LENGTH",
+                        help="train the subnet alone from its inherited weights before saving it, resumably: N steps, "
+                        "Ne epochs or P%% of the run's training steps; 0 ships the inherited weights, exactly the subnet "
+                        "inside the supernet (default: the run's export.finetune.length; 0 unless its config sets it)")
+    export.add_argument("--finetune-lr", type=float, metavar="LR",
+                        help="the fine-tune's peak learning rate, cosine to 0 (default: export.finetune.lr, 0.03)")
+    export.add_argument("--distill", action=argparse.BooleanOptionalAction, default=None,
+                        help="the fine-tune also learns from the max subnet's predictions (default: export.finetune.distill)")
     export.set_defaults(func=cmd_export)
 
     search = commands.add_parser("search", help="search a trained supernet for the best subnet under a budget")

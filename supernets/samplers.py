@@ -109,15 +109,25 @@ class UniformSampler(Sampler):
 @dataclass(frozen=True)
 class SandwichOptions:
     num_random: int = 2          # random subnets besides max and min: 2 + num_random passes a step
+    max_every: int = 1           # the max subnet every k-th step; the others train one more random subnet instead
 
     def __post_init__(self) -> None:
         if self.num_random < 0:
             raise ConfigError(f"num_random: must be >= 0, got {self.num_random}")
+        if self.max_every < 1:
+            raise ConfigError(f"max_every: must be >= 1, got {self.max_every}")
 
 
 @SAMPLERS.register("sandwich", options=SandwichOptions)
 class SandwichSampler(Sampler):
-    """BigNAS sandwich rule: the max subnet, `num_random` random ones, then the min subnet."""
+    """BigNAS sandwich rule: the max subnet, `num_random` random ones, then the min subnet.
+
+    `max_every: k` trains the max subnet only at every k-th step (steps 0, k, 2k, ...) and one more
+    uniformly drawn subnet in its place at the others: the subnets between min and max, where
+    searches under a budget land, get more of the updates (and a step costs less, the max being
+    the most expensive pass). At the steps without it, distillation has no teacher and every
+    subnet learns from the labels.
+    """
 
     trains_max = True
 
@@ -130,6 +140,8 @@ class SandwichSampler(Sampler):
 
     def slots(self, step: int, score: ScoreFn | None = None) -> list[Slot]:
         randoms = self.random_archs(step, score)
-        return ([Slot("max", self.space.max())]
-                + [Slot(f"random{i}", arch) for i, arch in enumerate(randoms)]
+        top = [Slot("max", self.space.max())]
+        if step % getattr(self.options, "max_every", 1):
+            top = [Slot(f"random{len(randoms)}", self.space.sample(python_rng(self.seed, "instead-of-max", step)))]
+        return (top + [Slot(f"random{i}", arch) for i, arch in enumerate(randoms)]
                 + [Slot("min", self.space.min())])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -252,6 +253,51 @@ class EvalConfig:
             raise ConfigError(problems)
 
 
+_FINETUNE_LENGTH = re.compile(r"^(?:(\d+)|(\d*\.?\d+)e|(\d*\.?\d+)%)$")
+
+
+def finetune_length_problem(length: Any) -> str | None:
+    """Why `length` is not a fine-tune length (`0`, `N` steps, `Ne` epochs, `P%` of the run's
+    training steps), or None."""
+    if isinstance(length, bool) or not isinstance(length, (int, str)):
+        return f"expected N steps, Ne epochs or P% of the run's steps (0: off), got {clip(length)}"
+    text = str(length).strip()
+    if isinstance(length, int) and length < 0 or not _FINETUNE_LENGTH.match(text):
+        return f"cannot read {length!r}; use N steps (e.g. 400), Ne epochs (e.g. 1e) or P% of the run's steps (e.g. 20%), 0 for none"
+    return None
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """How `nas export` trains the chosen subnet alone from its inherited weights before saving it."""
+
+    length: int | str = 0        # N steps, Ne epochs or P% of the run's training steps; 0: ship the inherited weights
+    lr: float = 0.03             # peak learning rate of the run's optimiser, cosine to 0, no warm-up
+    distill: bool = False        # also learn from the max subnet's predictions (half the loss)
+    seed: int = 0                # the batch order of the fine-tune
+
+    def __post_init__(self) -> None:
+        problems = []
+        problem = finetune_length_problem(self.length)
+        if problem:
+            problems.append(f"length: {problem}")
+        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
+            problems.append(f"lr: must be > 0, got {clip(self.lr)}")
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def enabled(self) -> bool:
+        return float(str(self.length).rstrip("e%")) > 0
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """What `nas export` ships; read by `nas search` too, which optimises for what is shipped."""
+
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+
+
 @dataclass(frozen=True)
 class StrategyConfig:
     name: str = "one_shot"
@@ -269,6 +315,7 @@ class RunConfig:
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
     source: str = field(default="<dict>", compare=False)
 
     def to_dict(self) -> dict:
@@ -391,7 +438,7 @@ def _validated(raw: dict, source: str) -> tuple[RunConfig | None, Problems]:
     body = convert_dataclass(_RunBody, raw, "", problems)
     if problems:
         return None, problems
-    return RunConfig(space=plugins["space"], data=body.data, train=body.train, eval=body.eval,
+    return RunConfig(space=plugins["space"], data=body.data, train=body.train, eval=body.eval, export=body.export,
                      strategy=StrategyConfig(top.name, top.options, strategy_plugins["sampler"],
                                              strategy_plugins["distill"]), source=source), problems
 
@@ -448,6 +495,7 @@ class _RunBody:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
 
 
 def shipped_configs() -> list[str]:

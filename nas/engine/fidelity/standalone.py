@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -118,6 +119,34 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
     Raises:
         TrainingDiverged: a non-finite loss.
     """
+    data = as_source(data, recipe.data)
+    done = train_alone(model, recipe, data, seed, resolution=resolution, partial=partial, save_every_s=save_every_s)
+    result = evaluate_standalone(model, recipe, data, seed, resolution)
+    return StandaloneResult(result.top1, result.top5, done.steps, done.seconds, done.variant)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What `train_alone` did: optimiser steps in all, the step it resumed from (0: a fresh
+    start), seconds spent over every attempt, and the kernels that ran."""
+
+    steps: int
+    resumed_from: int
+    seconds: float
+    variant: Variant
+
+
+def train_alone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int, *, resolution: int,
+                partial: Path | None = None, save_every_s: float | None = None, save_every_steps: int | None = None,
+                teacher: Callable[[torch.Tensor], torch.Tensor] | None = None, distill_weight: float = 0.5,
+                progress: str | None = None) -> Trained:
+    """The training loop of `train_standalone`, without the evaluation (see there).
+
+    `teacher` (a function of the same inputs, e.g. a larger model in eval mode) adds in-place
+    distillation: the loss is `(1 - distill_weight)` times the label loss plus `distill_weight`
+    times the cross-entropy against the teacher's probabilities. `save_every_steps` also saves the
+    partial state every that many steps; `progress` names a progress bar on stderr (None: none).
+    """
     cfg = recipe.train
     data = as_source(data, recipe.data)
     total = total_steps(recipe, data)
@@ -131,33 +160,60 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
         torch.manual_seed(derive_seed(seed, "standalone"))
         start, spent = _resume(partial, model, optimizer)
         started = saved = time.perf_counter()
+        bar = progress_bar(progress, total, start)
         for step, (images, labels) in enumerate(_batches(recipe, data, seed, total, start), start):
             scheduler.step_update(step)
-            loss = train_step(forward, model, optimizer, recipe,
-                              resize(images, resolution).contiguous(memory_format=variant.memory_format), labels)
+            images = resize(images, resolution).contiguous(memory_format=variant.memory_format)
+            loss = train_step(forward, model, optimizer, recipe, images, labels,
+                              None if teacher is None else _soft_targets(teacher, images), distill_weight)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(f"standalone training: non-finite loss at step {step}; lower "
                                        f"train.optimizer.lr in the recipe or enable train.grad_clip")
-            if partial is not None and step + 1 < total and time.perf_counter() - saved >= save_every_s:
-                save_checkpoint({"step": step + 1, "seconds": spent + time.perf_counter() - started,
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+            now = time.perf_counter()
+            due = now - saved >= save_every_s or (save_every_steps is not None and (step + 1) % save_every_steps == 0)
+            if partial is not None and step + 1 < total and due:
+                save_checkpoint({"step": step + 1, "seconds": spent + now - started,
                                  "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                  "rng": rng_state()}, partial)
                 saved = time.perf_counter()
-    seconds = spent + time.perf_counter() - started
-    result = evaluate_standalone(model, recipe, data, seed, resolution)
-    return StandaloneResult(result.top1, result.top5, total, round(seconds, 2), variant)
+        if bar is not None:
+            bar.close()
+    return Trained(total, start, round(spent + time.perf_counter() - started, 2), variant)
+
+
+def progress_bar(description: str | None, total: int, start: int) -> Any:
+    """A tqdm bar on stderr from `start` of `total` steps, or None without a description."""
+    if description is None:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc=description, unit="step", file=sys.stderr, dynamic_ncols=True)
+
+
+def _soft_targets(teacher: Callable[[torch.Tensor], torch.Tensor], images: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return F.softmax(teacher(images).float(), dim=1)
 
 
 def train_step(forward: Callable[[torch.Tensor], torch.Tensor], model: nn.Module, optimizer: torch.optim.Optimizer,
-               recipe: Recipe, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+               recipe: Recipe, images: torch.Tensor, labels: torch.Tensor, soft_targets: torch.Tensor | None = None,
+               distill_weight: float = 0.5) -> torch.Tensor:
     """One optimiser step of standalone training (`forward` is `model` or its compiled forward);
-    returns the loss. A non-finite loss leaves the weights as they were."""
+    returns the loss. With `soft_targets` (a teacher's probabilities) the loss mixes the label
+    loss and the cross-entropy against them by `distill_weight`. A non-finite loss leaves the
+    weights as they were."""
     optimizer.zero_grad(set_to_none=True)
     with (torch.autocast("cpu", dtype=torch.bfloat16) if recipe.train.precision == "bf16"
           else contextlib.nullcontext()):
         logits = forward(images)
     # int labels, or mixup/cutmix's soft targets: the strategy's label loss either way
     loss = F.cross_entropy(logits.float(), labels, label_smoothing=recipe.label_smoothing)
+    if soft_targets is not None:
+        distilled = -(soft_targets * F.log_softmax(logits.float(), dim=1)).sum(1).mean()
+        loss = (1 - distill_weight) * loss + distill_weight * distilled
     if torch.isfinite(loss):
         loss.backward()
         clip_gradients(model, recipe.train.grad_clip)

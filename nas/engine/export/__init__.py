@@ -34,6 +34,9 @@ from nas.core.preprocessing import preprocessing_metadata
 from nas.engine.counting import parameter_count
 from nas.engine.devices import exact_float32, module_device
 from nas.engine.json_result import JsonResult
+from nas.core.config import FinetuneConfig
+from nas.engine.export.finetune import finetune_subnet
+from nas.engine.export.shipped import below_cheaper, cheaper_subnets, measured_by_search, search_folder, write_shipped
 from nas.engine.run import Run, resolve_arch
 from search_spaces.base import Supernet
 
@@ -134,37 +137,51 @@ def max_abs_difference(supernet: Supernet, static: nn.Module, arch: Mapping[str,
             supernet.set_active(previous)
 
 
+def program_difference(static: nn.Module, program: torch.export.ExportedProgram, example: torch.Tensor) -> float:
+    """Largest |output difference| between `static` (eval mode) and its torch.export `program`."""
+    with torch.no_grad():
+        return (program.module()(example) - static(example)).abs().max().item()
+
+
 def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path,
                 metrics: Mapping[str, Any] | None = None, preprocessing: Mapping[str, Any] | None = None,
-                tolerance: float = 1e-5, export_format: str = "pt2") -> dict:
+                tolerance: float = 1e-5, export_format: str = "pt2", model: nn.Module | None = None) -> dict:
     """Export `arch` from `supernet` into `out_dir`; returns the metrics written.
 
     The static model is compared with the supernet on a seeded batch first, on the supernet's
     device; a difference above `tolerance` (on CPU; `DEVICE_TOLERANCE` times the largest output,
     at least 1, elsewhere) is an internal error (the export would not be the searched subnet).
+    `model`, a static model of `arch` trained further (a fine-tune), is shipped instead: then the
+    saved program is what is compared with it.
     """
     space = supernet.space
     arch = space.canonical(arch)
     out_dir = check_export_dir(out_dir, "out_dir", space.params(arch))
-    device = module_device(supernet)
-    static = supernet.export(arch).to(device)
+    device = module_device(supernet) if model is None else torch.device("cpu")
+    static = (supernet.export(arch) if model is None else model).to(device).eval()
     size = space.input_size(arch)
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(4, space.in_chans, size, size, generator=generator)
-    difference = max_abs_difference(supernet, static, arch, example.to(device))
+    exported = export_program(static.cpu(), example[:2]) if model is not None else None
+    if exported is None:
+        difference = max_abs_difference(supernet, static, arch, example.to(device))
+    else:
+        difference = program_difference(static, exported, example)
     if device.type != "cpu":
         with torch.no_grad():
             tolerance = max(tolerance, DEVICE_TOLERANCE * max(1.0, static(example.to(device)).abs().max().item()))
     if not difference <= tolerance:
-        raise RuntimeError(f"export differs from the supernet by {difference:.3g} (> {tolerance:.3g}) on {device}")
+        against = "the supernet" if model is None else "the fine-tuned model"
+        raise RuntimeError(f"export differs from {against} by {difference:.3g} (> {tolerance:.3g}) on {device}")
     static = static.cpu()
     macs = space.macs(arch)
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
-              "max_abs_difference": difference, "checked_on": str(device), **dict(metrics or {})}
+              "max_abs_difference": difference, "checked_on": str(device),
+              "checked_against": "supernet" if model is None else "finetuned model", **dict(metrics or {})}
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)
     program = io.BytesIO()      # serialised in memory: a full disk then raises an OSError naming the file
-    torch.export.save(export_program(static, example[:2]), program)
+    torch.export.save(exported if exported is not None else export_program(static, example[:2]), program)
     weights = save({k: v.contiguous() for k, v in static.state_dict().items()})
     with atomic_dir(out_dir) as tmp:
         for name, data in (("model.pt2", program.getbuffer()), ("weights.safetensors", weights)):
@@ -184,7 +201,11 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
 
 @dataclass(frozen=True)
 class ExportResult(JsonResult):
-    """An exported subnet: `metrics.json`'s content plus the directory and its files (`nas export`)."""
+    """An exported subnet: `metrics.json`'s content plus the directory and its files (`nas export`).
+
+    `val_top1`/`test_top1` are the shipped model's (after the fine-tune when there was one);
+    `record["inherited"]` holds the accuracies it inherited from the supernet, `record["cheaper"]`
+    the cheaper subnets it was compared with, `warning` the line said when one of them is better."""
 
     arch_id: str
     macs: int
@@ -195,25 +216,52 @@ class ExportResult(JsonResult):
     dir: Path
     record: dict[str, Any]
 
+    @property
+    def warning(self) -> str | None:
+        return self.record.get("warning")
+
     def to_json(self) -> dict[str, Any]:
         return {**self.record, "dir": str(self.dir)}
 
 
 def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | None = None,
-                  export_format: str = "pt2") -> ExportResult:
-    """Recalibrate BN, evaluate, and export `arch` to `out` (default `runs/NAME/export/<arch_id>`);
-    `export_format="onnx"` also writes `model.onnx` (the `onnx` extra)."""
+                  export_format: str = "pt2", finetune: FinetuneConfig | None = None,
+                  progress: bool = True) -> ExportResult:
+    """Recalibrate BN, evaluate, fine-tune (as `finetune` says, default the run's
+    `export.finetune`), compare with the cheaper subnets, and export `arch` to `out` (default
+    `runs/NAME/export/<arch_id>`); `export_format="onnx"` also writes `model.onnx` (the `onnx`
+    extra). An arch file from a search folder also gets that folder's `shipped.json`."""
     check_format(export_format)     # a missing package fails before the evaluations
+    settings = run.config.export.finetune if finetune is None else finetune
+    folder = search_folder(arch if isinstance(arch, (str, Path)) else None)
     arch = resolve_arch(run.space, arch)
     out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
     check_export_dir(out_dir, "out" if out is not None else "RUN", run.space.params(arch))
-    val = run.evaluator.evaluate(arch, "val")
-    test = run.evaluator.evaluate(arch, "test")
+    inherited = _accuracies(run, arch)
+    shipped, model, finetuned = inherited, None, None
+    if settings.enabled:
+        tuned = finetune_subnet(run, arch, settings, progress=progress)
+        shipped = {"val_top1": tuned.val_top1, "test_top1": tuned.test_top1, "val_top5": tuned.val_top5,
+                   "test_top5": tuned.test_top5}
+        model, finetuned = tuned.model, tuned.record
+    smallest = run.space.min()
+    min_subnet = {"arch_id": arch_id(smallest), "macs": run.space.macs(smallest), **_accuracies(run, smallest, top5=False)}
+    cheaper = cheaper_subnets(run.space.macs(arch), min_subnet, measured_by_search(folder))
+    warning = below_cheaper(arch_id(arch), run.space.macs(arch), shipped["val_top1"], cheaper)
+    metrics = {**shipped, "shipped": "finetuned" if finetuned else "inherited", "inherited": inherited,
+               "finetune": finetuned, "cheaper": cheaper, "warning": warning, "step": run.step,
+               "run": str(run.dir.root)}
     preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std)
-    metrics = {"val_top1": val.top1, "test_top1": test.top1, "val_top5": val.top5, "test_top5": test.top5,
-               "step": run.step, "run": str(run.dir.root)}
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
         record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
-                             preprocessing, export_format=export_format)
+                             preprocessing, export_format=export_format, model=model)
+    write_shipped(folder, out_dir, record)
     return ExportResult(record["arch_id"], record["macs"], record["flops"], record["params"], record["val_top1"],
                         record["test_top1"], out_dir, record)
+
+
+def _accuracies(run: Run, arch: Mapping[str, Any], top5: bool = True) -> dict[str, float]:
+    """The supernet's BN-recalibrated val and test accuracy of `arch`."""
+    val, test = (run.evaluator.evaluate(arch, split) for split in ("val", "test"))
+    return {"val_top1": val.top1, "test_top1": test.top1,
+            **({"val_top5": val.top5, "test_top5": test.top5} if top5 else {})}

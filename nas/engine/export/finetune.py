@@ -1,0 +1,145 @@
+"""Fine-tune before shipping: the chosen subnet trained alone from its inherited weights.
+
+Weight sharing leaves the subnets in the middle of the space behind the same archs trained
+alone (their shared weights are pulled towards the max and min subnets, which the sandwich rule
+trains at every step). A short training of the subnet alone, starting from what it inherited,
+recovers most of that gap for a fraction of a standalone training's cost; `nas export` does it
+by default (`export.finetune` in the run's config, `--finetune` on the command line).
+
+The recipe is the run's own (optimiser, batch size, gradient clipping, data and augmentation,
+label smoothing 0.1) with `export.finetune.lr` as peak learning rate, cosine-decayed to 0 with no
+warm-up, for `length` steps (`N`, `Ne` epochs or `P%` of the run's training steps); with
+`distill: true` half of the loss is the cross-entropy against the max subnet's predictions (the
+max subnet, BN-recalibrated, in eval mode). Its state is saved atomically as it trains (every
+`train.checkpoint.every_steps` steps or `every_seconds` seconds), so a killed export resumes where
+it was saved and gives the same weights as an uninterrupted one. Then BN statistics are
+recalibrated on the evaluator's images and val/test top-1 measured as the evaluator measures
+a subnet, so inherited and fine-tuned accuracies compare like for like.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from nas.core.arch import arch_id
+from nas.core.config import FinetuneConfig, finetune_length_problem
+from nas.core.errors import ConfigError
+from nas.core.preprocessing import resize
+from nas.engine.bn import recalibrate_bn
+from nas.engine.data.batches import steps_per_epoch
+from nas.engine.evaluator import accuracy
+from nas.engine.fidelity.recipe import DEFAULT_LABEL_SMOOTHING, Recipe
+from nas.engine.fidelity.standalone import train_alone
+from nas.engine.run import Run
+
+
+def finetune_steps(length: int | str, run_steps: int, epoch_steps: int, what: str = "export.finetune.length") -> int:
+    """Optimiser steps of a fine-tune `length`: `N` steps, `Ne` epochs of `epoch_steps`, or `P%`
+    of the run's `run_steps` (rounded, at least 1 unless the length is 0)."""
+    problem = finetune_length_problem(length)
+    if problem:
+        raise ConfigError(f"{what}: {problem}")
+    text = str(length).strip()
+    if text.endswith("%"):
+        value = float(text[:-1]) * run_steps / 100
+    elif text.endswith("e"):
+        value = float(text[:-1]) * epoch_steps
+    else:
+        return int(text)
+    return 0 if value == 0 else max(1, round(value))
+
+
+def run_length(run: Run) -> tuple[int, int]:
+    """(optimiser steps the run trains for, steps in one epoch of its data)."""
+    cfg = run.config.train
+    per_epoch = steps_per_epoch(run.data.num_train, cfg.batch_size)
+    return (cfg.steps if cfg.steps is not None else cfg.epochs * per_epoch), per_epoch
+
+
+def finetune_recipe(run: Run, steps: int, settings: FinetuneConfig) -> Recipe:
+    """The run's recipe with the fine-tune's length and peak rate, cosine to 0 without warm-up."""
+    train = run.config.train
+    train = replace(train, epochs=None, steps=steps, optimizer=replace(train.optimizer, lr=settings.lr),
+                    scheduler=replace(train.scheduler, name="cosine", warmup_steps=0, min_lr=0.0))
+    return Recipe(run.config.data, train, run.config.eval, DEFAULT_LABEL_SMOOTHING)
+
+
+@dataclass(frozen=True)
+class Finetuned:
+    """A fine-tuned static model (BN recalibrated, eval mode), its accuracies and what it took."""
+
+    model: nn.Module
+    val_top1: float
+    test_top1: float
+    val_top5: float
+    test_top5: float
+    record: dict[str, Any]
+
+
+def partial_path(run: Run, arch: Mapping[str, Any], steps: int, settings: FinetuneConfig) -> Path:
+    """Where a fine-tune's state is saved while it trains: keyed by the arch, the settings and the
+    run's checkpoint, so a run trained further or other settings never resume it."""
+    key = json.dumps({"arch": arch_id(arch), "steps": steps, "lr": settings.lr, "distill": settings.distill,
+                      "seed": settings.seed, "run_step": run.step, "checkpoint": run.checkpoint.name}, sort_keys=True)
+    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+    return run.dir.root / "export" / f".{arch_id(arch)}-finetune-{digest}.partial.pt"
+
+
+def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig, *, progress: bool = True,
+                    save_every_steps: int | None = None) -> Finetuned:
+    """Train `arch` alone from the run's shared weights (a copy: the run is unchanged), resumably;
+    then recalibrate BN and measure val and test top-1 (see the module docstring)."""
+    arch = run.space.canonical(arch)
+    run_steps, epoch_steps = run_length(run)
+    steps = finetune_steps(settings.length, run_steps, epoch_steps)
+    if steps < 1:
+        raise ConfigError("export.finetune.length: 0 means no fine-tune; nothing to train")
+    recipe = finetune_recipe(run, steps, settings)
+    size = run.space.input_size(arch)
+    model = run.export_model(arch)
+    teacher = _teacher(run) if settings.distill else None
+    partial = partial_path(run, arch, steps, settings)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint = run.config.train.checkpoint
+    trained = train_alone(model, recipe, run.data, settings.seed, resolution=size, partial=partial,
+                          save_every_s=checkpoint.every_seconds,
+                          save_every_steps=save_every_steps or checkpoint.every_steps, teacher=teacher,
+                          progress=f"fine-tune {arch_id(arch)}" if progress else None)
+    model = trained_model(model)
+    val, test = measure(run, model, size)
+    partial.unlink(missing_ok=True)
+    record = {"steps": steps, "length": str(settings.length), "lr": settings.lr, "distill": settings.distill,
+              "seed": settings.seed, "seconds": trained.seconds, "resumed_from": trained.resumed_from,
+              "run_steps": run_steps, "fraction_of_run": round(steps / run_steps, 4), **trained.variant.to_dict()}
+    return Finetuned(model, val.top1, test.top1, val.top5, test.top5, record)
+
+
+def trained_model(model: nn.Module) -> nn.Module:
+    """`model` in plain contiguous float32 layout (what the export saves)."""
+    return model.to(memory_format=torch.contiguous_format)
+
+
+def _teacher(run: Run) -> nn.Module:
+    """The max subnet as a static model with recalibrated BN, in eval mode."""
+    top = run.space.max()
+    with run.evaluator.prepared(top) as supernet:
+        teacher = supernet.export(top)
+    memory_format = torch.channels_last if run.config.train.channels_last else torch.contiguous_format
+    return teacher.to(memory_format=memory_format).eval()
+
+
+def measure(run: Run, model: nn.Module, size: int) -> tuple[Any, Any]:
+    """BN recalibration on the evaluator's images, then (val, test) accuracy as the evaluator measures."""
+    evaluator = run.evaluator
+    with torch.no_grad():
+        recalibrate_bn(model, [resize(x, size) for x in evaluator.calibration_inputs()])
+    model.eval()
+    return tuple(accuracy(model, ((resize(x, size), y) for x, y in evaluator.batches(split)))
+                 for split in ("val", "test"))
