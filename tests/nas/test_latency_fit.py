@@ -268,3 +268,22 @@ def test_a_search_takes_its_latency_from_a_fitted_table_or_a_measured_column(cap
     assert cli.main([*search, "--latency-table", str(few), "--out", str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "has no timing of arch" in err and "--predict-missing" in err, err
+
+
+def test_the_benchmark_reads_the_layers_each_runtime_ran():
+    """`benchmarks/latency_fit.py`: PyTorch runs every edge (`none` too), TFLite the edges that
+    reach the output; `nas` itself only the live ones."""
+    from tests.benchmark_scripts import load_benchmark
+
+    bench = load_benchmark("latency_fit")
+    space = bench.paper_space()
+    arch = {"edge1<-0": "conv_3x3", "edge2<-0": "conv_1x1", "edge2<-1": "none", "edge3<-0": "skip_connect",
+            "edge3<-1": "avg_pool_3x3", "edge3<-2": "none"}     # node 2 reaches no output
+    ops = {reading: sorted(op for _, _, op in bench.ran_edges(arch, reading)) for reading in bench.READINGS}
+    assert ops == {"every": ["avg_pool_3x3", "conv_1x1", "conv_3x3", "skip_connect"],
+                   "to_output": ["avg_pool_3x3", "conv_3x3", "skip_connect"]}
+    every = bench.ran_layers(space, arch, "every")       # 5 cells per stage
+    assert every["edge:none:16x32x32"] == every["edge:none:64x8x8"] == 10 and every["edge:conv_1x1:32x16x16"] == 5
+    assert bench.ran_layers(space, arch, "to_output")["edge:conv_1x1:32x16x16"] == 0
+    live = {layer.key for layer in space.layers(arch) if layer.key.startswith("edge:") and "16x32x32" in layer.key}
+    assert live == {"edge:avg_pool_3x3:16x32x32", "edge:conv_3x3:16x32x32", "edge:skip_connect:16x32x32"}
