@@ -151,6 +151,9 @@ def test_a_measured_per_arch_column_answers_its_archs_and_only_them(space, tmp_p
     assert predicted.predict(space, archs[3]) == 4.0
     with pytest.raises(ConfigError, match="no column 'latency_ms'"):
         load_latency_source(str(path), space)
+    fitted.save(tmp_path / "fit.json")
+    with pytest.raises(ConfigError, match=r"^predict_missing: applies to a CSV latency table; .*fit.json predicts"):
+        load_latency_source(str(tmp_path / "fit.json"), space, predict_missing=True)
 
 
 def test_rows_of_one_network_use_the_canonical_row_or_the_median(space, tmp_path):
@@ -268,6 +271,9 @@ def test_a_search_takes_its_latency_from_a_fitted_table_or_a_measured_column(cap
     assert cli.main([*search, "--latency-table", str(few), "--out", str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "has no timing of arch" in err and "--predict-missing" in err, err
+    assert cli.main([*search, "--predict-missing", "--out", str(tmp_path / "g")]) == 2
+    assert capsys.readouterr().err.strip() == ("nas search: error: --predict-missing: applies to a CSV latency table; "
+                                               "give --latency-table CSV[:COLUMN]")
 
 
 def test_the_benchmark_reads_the_layers_each_runtime_ran():

@@ -77,6 +77,8 @@ def load_latency_source(spec: str, space: ArchSpace, batch_size: int = 1,
     if path.suffix == ".json":
         if column is not None:
             raise ConfigError(f"latency_table: {spec}: a .json table has no columns; give the file alone")
+        if predict_missing:
+            raise ConfigError(f"predict_missing: applies to a CSV latency table; {path} predicts every arch")
         table = LatencyTable.load(path)
         table.check_space(space)
         return table

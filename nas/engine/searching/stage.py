@@ -178,6 +178,8 @@ def _search(run: Run, searcher: str, *, max_macs: str | float | None = None, max
     from nas.engine.searching.score import choose_score, search_score
 
     device = _check_search_arguments(run, device, batch, workers)
+    if predict_missing and latency_table is None:
+        raise ConfigError("predict_missing: applies to a CSV latency table; give --latency-table CSV[:COLUMN]")
     chosen = choose_score(score, run.dir.root, run.space)
     scorer = search_score(chosen.name, run)       # an unknown name fails here, with a did-you-mean
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
