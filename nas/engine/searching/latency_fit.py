@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from nas.core.arch import Arch, arch_id
-from nas.core.errors import ConfigError, SearchError, check_int
+from nas.core.errors import ConfigError, RunError, SearchError, check_int
 from nas.core.files import check_writable
 from nas.core.ranks import average_ranks
 from nas.engine.run_dir import DEFAULT_RUNS_DIR
@@ -310,7 +310,11 @@ def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_C
     try:
         resolve_config_path(target)
     except ConfigError:
-        run_dir = find_run(target, runs_dir)
+        try:
+            run_dir = find_run(target, runs_dir)
+        except RunError:
+            raise ConfigError(f"CONFIG_OR_RUN: {target}: no shipped config, YAML file or run (under "
+                              f"{runs_dir}) of that name") from None
     if run_dir is not None and overrides:
         raise ConfigError("set: overrides apply to a config, not to a trained run")
     config = load_config(run_dir.config if run_dir is not None else target, () if run_dir is not None else overrides)
