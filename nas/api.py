@@ -41,10 +41,20 @@ from nas.engine.training.summary import TrainSummary, train_summary
 __all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult",
            "GroundTruthResult", "Run", "SearchResult", "TrainSummary", "arch_generator", "build_space",
            "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity", "format_fidelity_summary",
-           "format_search_summary", "format_shipped", "format_space_summary", "generate", "ground_truth", "latency_table",
-           "load_config", "load_run", "load_source", "load_splits", "load_weights", "read_shipped", "resolve_arch", "resolve_budget",
+           "format_search_summary", "format_shipped", "format_space_summary", "generate", "ground_truth",
+           "latency_fit", "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights",
+           "read_shipped", "resolve_arch", "resolve_budget",
            "resume_config", "run_name", "run_space_summary", "search", "search_summary", "space_summary",
            "standalone_model", "train", "train_summary"]
+
+
+def latency_fit(target: str, timings: str, column: str = "latency_ms", priors: tuple[str, ...] = (),
+                device: str | None = None, batch: int = 1, out: str | None = None,
+                overrides: tuple[str, ...] = (), runs_dir: str = "runs") -> tuple[Any, Any]:
+    """Fit a latency table of a run's or config's space to whole-network timings (`nas latency-fit`);
+    returns the table file and the fit report (`nas.engine.searching.latency_fit.latency_fit`)."""
+    from nas.engine.searching.latency_fit import latency_fit as fit
+    return fit(target, timings, column, priors, device, batch, out, overrides, runs_dir)
 
 
 def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> EvalResult:

@@ -201,7 +201,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         batch=args.batch, trials=args.trials,
         seed=args.seed, storage=args.storage, study=args.study, out=args.out,
         options=_options(args.option) or None, worker=args.worker, workers=args.workers,
-        progress=not args.quiet, score=args.score, finalists=args.finalists, finalist_steps=args.finalist_steps)
+        progress=not args.quiet, score=args.score, finalists=args.finalists, finalist_steps=args.finalist_steps,
+        latency_table=args.latency_table, predict_missing=args.predict_missing)
     for note in result.notes:
         print(f"note: {with_flags(note, args.flags)}", file=sys.stderr)
     if args.json:
@@ -268,6 +269,19 @@ def cmd_latency_table(args: argparse.Namespace) -> int:
                      "constant_ms": table.get("constant_ms")})
     else:
         print(path)
+    return 0
+
+
+def cmd_latency_fit(args: argparse.Namespace) -> int:
+    from nas import api
+    path, report = api.latency_fit(args.target, args.timings, args.column, tuple(args.prior), args.name, args.batch,
+                                   args.out, tuple(args.set), args.runs_dir)
+    if args.json:
+        _print_json({"path": str(path), **report.to_json()})
+    else:
+        rho = "n/a" if report.heldout_spearman is None else f"{report.heldout_spearman:.3f}"
+        print(f"{path}: fitted from {report.timings} timings ({report.free_costs} free costs, {report.how}); "
+              f"held out: Spearman {rho}, MAPE {report.heldout_mape_pct:.1f}%")
     return 0
 
 
@@ -358,6 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")
     search.add_argument("--max-latency-ms", type=float, help="latency budget in ms on --device at --batch")
     search.add_argument("--batch", type=int, default=1, help="latency batch size (default 1)")
+    search.add_argument("--latency-table", metavar="PATH[:COLUMN]",
+                        help="latency from this table instead of one measured here: a .json table (nas "
+                        "latency-table or nas latency-fit), or a CSV of measured per-arch ms (column default latency_ms)")
+    search.add_argument("--predict-missing", action="store_true",
+                        help="with a CSV --latency-table: predict the archs it lacks from a table fitted to its rows "
+                        "(default: an arch it lacks is an error)")
     search.add_argument("--trials", type=int, default=50, help="distinct archs to evaluate in total (default 50)")
     search.add_argument("--seed", type=int, default=0, help="search seed (default 0; worker k uses seed + k)")
     search.add_argument("--storage", help="Optuna storage URL (sqlite:///f.db, postgresql://..., journal:///f.log)")
@@ -439,6 +459,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device(table)
     _add_runs_dir(table)
     table.set_defaults(func=cmd_latency_table)
+
+    fit = commands.add_parser("latency-fit", help="fit a latency table to whole networks timed on a target device")
+    fit.add_argument("target", metavar="CONFIG_OR_RUN", help="the space's config (name or YAML) or a run")
+    fit.add_argument("timings", metavar="CSV", help="measured ms per arch: columns arch (id, JSON, arch file, or a "
+                     "NAS-Bench-201 string in cell201 spaces) and --column")
+    fit.add_argument("--column", default="latency_ms", help="the milliseconds column (default latency_ms)")
+    fit.add_argument("--prior", nargs="+", action="extend", default=[], metavar="TABLE",
+                     help="other devices' tables of the space (.json) or timings (CSV[:COLUMN]): fewer timings needed")
+    fit.add_argument("--name", help="the target device's name in the table (default: the column's)")
+    fit.add_argument("--batch", type=int, default=1, help="batch size the timings were made at (default 1)")
+    fit.add_argument("--out", help="table file (.json; default RUN/latency/fit-<name>-b<batch>.json)")
+    fit.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                     help="override config keys (with a config)")
+    fit.add_argument("--json", action="store_true", help="print the path and the fit report as JSON on stdout")
+    _add_runs_dir(fit)
+    fit.set_defaults(func=cmd_latency_fit)
     return parser
 
 

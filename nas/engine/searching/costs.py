@@ -102,7 +102,7 @@ class SearchCosts:
 
     def latency_check(self, export: Callable[[Arch], nn.Module] | None, best: Arch) -> dict[str, Any] | None:
         """The table's prediction for `best` against a measurement of its export (None without
-        a table or an `export`)."""
-        if self.latency is None or export is None:
+        a table or an `export`, or when the table's device is not this machine's)."""
+        if self.latency is None or export is None or not self.latency.measurable:
             return None
         return self.latency.verify(self.space, export(best), best, self.budgets.get(LATENCY.name))

@@ -16,6 +16,9 @@ Table file (`<device>-b<batch>.json`, e.g. `cpu-b1.json`, `cuda0-b1.json`): `{"f
 1, "space": name, "space_fingerprint", "device": DeviceRecord, "warmup", "repeats",
 "constant_ms", "entries": {key: {"median_ms", "p90_ms", "in_shape", "macs", "params"}},
 "fit": [{"arch_id", "measured_ms", "p90_ms", "layers_ms", "predicted_ms", "error_pct"}]}`.
+A table fitted from whole-network timings (`nas.engine.searching.latency_fit`) has the same
+file plus `"fitted": {...}` (the timings, the layer groups, the held-out error); its device is
+the user's name for the target, where nothing can be measured from here.
 """
 from __future__ import annotations
 
@@ -176,6 +179,12 @@ class LatencyTable:
     warmup: int = 0
     repeats: int = 0
     path: Path | None = None
+    fitted: dict[str, Any] | None = None
+
+    @property
+    def measurable(self) -> bool:
+        """Whether the table's device is one this process can time (not a fitted table's target)."""
+        return self.fitted is None
 
     def layers_ms(self, space: ArchSpace, arch: Mapping[str, Any]) -> float:
         """Sum of the table entries of `arch`'s layers (no constant)."""
@@ -218,7 +227,8 @@ class LatencyTable:
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, "space": self.space, "space_fingerprint": self.space_fingerprint,
                 "device": asdict(self.device), "warmup": self.warmup, "repeats": self.repeats,
-                "constant_ms": self.constant_ms, "entries": self.entries, "fit": self.fit}
+                "constant_ms": self.constant_ms, "entries": self.entries, "fit": self.fit,
+                **({"fitted": self.fitted} if self.fitted is not None else {})}
 
     def save(self, path: str | Path) -> Path:
         """Write the table as JSON (atomically)."""
@@ -240,7 +250,8 @@ class LatencyTable:
             if data.get("format_version") != FORMAT_VERSION:
                 raise ValueError(f"format_version {data.get('format_version')!r}, expected {FORMAT_VERSION}")
             return cls(data["space"], data["space_fingerprint"], DeviceRecord(**data["device"]), data["entries"],
-                       float(data["constant_ms"]), data["fit"], data["warmup"], data["repeats"], path)
+                       float(data["constant_ms"]), data["fit"], data["warmup"], data["repeats"], path,
+                       data.get("fitted"))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise RunError(f"{path}: not a latency table ({e}); {fix}") from e
 

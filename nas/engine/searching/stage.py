@@ -115,7 +115,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
            batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
            workers: int = 1, progress: bool = True, score: str = "auto", finalists: int = 0,
-           finalist_steps: int | None = None) -> SearchResult:
+           finalist_steps: int | None = None, latency_table: str | None = None,
+           predict_missing: bool = False) -> SearchResult:
     """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
 
     `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's
@@ -135,7 +136,10 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     measured on validation; the best of them is the answer (`nas.engine.searching.finalists`), measured
     in `workers` processes (also with a searcher that searches in one process).
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
-    `batch` (built first if missing) and the winner is measured to report the table's error.
+    `batch` (built first if missing) and the winner is measured to report the table's error;
+    or `latency_table`: a table file (measured, or fitted by `nas latency-fit`) or `CSV[:COLUMN]`
+    of measured per-arch ms (`nas.engine.searching.latency_archs`; an arch it lacks is an error
+    unless `predict_missing`), whose device is not timed here.
     """
     check_int("finalists", finalists, 0)
     check_int("workers", workers, 1)
@@ -144,7 +148,8 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     result, reason = _search(run, searcher, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
                              device=device, batch=batch, trials=trials, seed=seed, storage=storage, study=study,
                              out=out, options=options, worker=worker, workers=1 if local else workers,
-                             progress=progress, score=score)
+                             progress=progress, score=score, latency_table=latency_table,
+                             predict_missing=predict_missing)
     if local:
         result.notes.append(f"workers: {workers} given; {searcher} searches in one process; the finalists use "
                             f"{workers} workers")
@@ -165,13 +170,16 @@ def _search(run: Run, searcher: str, *, max_macs: str | float | None = None, max
             max_latency_ms: float | None = None, device: str | torch.device | None = None, batch: int = 1,
             trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
             out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
-            workers: int = 1, progress: bool = True, score: str = "auto") -> tuple[SearchResult, str | None]:
+            workers: int = 1, progress: bool = True, score: str = "auto", latency_table: str | None = None,
+            predict_missing: bool = False) -> tuple[SearchResult, str | None]:
     """The search itself (what every worker runs); also the line saying why `auto` chose its score."""
     from nas.engine.searching.costs import Constraints
     from nas.engine.searching.runner import SharedStudy
     from nas.engine.searching.score import choose_score, search_score
 
     device = _check_search_arguments(run, device, batch, workers)
+    if predict_missing and latency_table is None:
+        raise ConfigError("predict_missing: applies to a CSV latency table; give --latency-table CSV[:COLUMN]")
     chosen = choose_score(score, run.dir.root, run.space)
     scorer = search_score(chosen.name, run)       # an unknown name fails here, with a did-you-mean
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
@@ -182,8 +190,9 @@ def _search(run: Run, searcher: str, *, max_macs: str | float | None = None, max
     out_dir = Path(out) if out is not None else run.dir.search(
         _search_id(searcher, constraints, seed, study, scorer.name))
     check_writable(out_dir, "out" if out is not None else "RUN")
-    table = _search_table(run, device, batch, progress) if max_latency_ms is not None else None
-    task = SearchTask(searcher, options, trials, seed, scorer.name, constraints, str(device), batch, out_dir)
+    task = SearchTask(searcher, options, trials, seed, scorer.name, constraints, str(device), batch, out_dir,
+                      latency_table, predict_missing)
+    table = _task_table(run, task, progress)
     if workers > 1:
         storage, study = _run_workers(run, workers, task, storage, study)
     return (_run_share(run, task, scorer, table, SharedStudy(storage, study, worker), progress, chosen.reason),
@@ -204,6 +213,8 @@ class SearchTask:
     device: str
     batch: int
     out: Path
+    latency_table: str | None = None
+    predict_missing: bool = False
 
 
 def _run_share(run: Run, task: SearchTask, scorer: SearchScore, table: LatencyTable | None, study: SharedStudy,
@@ -277,6 +288,17 @@ def _check_search_arguments(run: Run, device: str | torch.device | None, batch: 
     return resolve_device(device) if device is not None else run.device
 
 
+def _task_table(run: Run, task: SearchTask, progress: bool) -> Any:
+    """The latency source of a search: `task.latency_table` when named, else with a latency
+    budget the run's table for the device (measured first if missing), else None."""
+    if task.latency_table is not None:
+        from nas.engine.searching.latency_archs import load_latency_source
+        return load_latency_source(task.latency_table, run.space, task.batch, task.predict_missing)
+    if task.constraints.max_latency_ms is None:
+        return None
+    return _search_table(run, resolve_device(task.device), task.batch, progress)
+
+
 def _search_table(run: Run, device: torch.device, batch: int, progress: bool) -> LatencyTable:
     """The run's latency table for `device`/`batch`, measured first if missing."""
     from nas.engine.searching.latency import LatencyTable, table_filename
@@ -334,6 +356,5 @@ def search_worker(where: tuple[str, str], task: SearchTask, study: SharedStudy) 
 
     run = load_run(where[0], checkpoint=where[1], device=task.device)
     check_writable(task.out, "out")
-    device = resolve_device(task.device)
-    table = _search_table(run, device, task.batch, False) if task.constraints.max_latency_ms is not None else None
+    table = _task_table(run, task, False)
     return _run_share(run, task, search_score(task.score, run), table, study, progress=False).new
