@@ -19,6 +19,11 @@ shape:
     if __name__ == "__main__":
         common.run(main)
 
+A new benchmark also adds its entry (cost class, commands) to `BENCHMARKS` in
+`benchmarks/__init__.py`. A step that needs a fresh batch per call takes it from a list made
+beforehand (`ready = iter(batches)`; `lambda: trainer.train_one_step(*next(ready))`), so making
+batches stays out of the timing; make `common.WARMUP + timed` of them.
+
 - `alternating_times(steps, timed, warmup=WARMUP)`: seconds of each of `steps`' calls; `warmup`
   untimed rounds first, then `timed` timed rounds; the calls take turns within a round, the order
   reversed every other round, so all see the same machine load. `timed_steps` for one callable.

@@ -40,7 +40,7 @@ def test_the_list_shows_every_command_with_its_class_and_marks_the_quick_ones():
     assert by_command["python -m benchmarks.standalone_speed"].startswith("hours      ")
 
 
-def test_python_dash_m_benchmarks_prints_the_list(tmp_path):
+def test_python_dash_m_benchmarks_prints_the_list():
     done = subprocess.run([sys.executable, "-m", "benchmarks"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == listing()
 
