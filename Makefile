@@ -1,6 +1,9 @@
 # make run   - set up, then train the default supernet on Fashion-MNIST, search a budget, export the
 #              winner and print how it was chosen
 # make test  - set up, then run the test suite
+# make bench-list - every benchmark's commands with their cost class (seconds, minutes, hours)
+# make bench - set up, print that list, then run the seconds- and minutes-class commands that need no
+#              trained run or GPU, one after another (benchmarks/__init__.py holds the list)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -19,7 +22,7 @@ FINALIST_FLAGS := $(if $(filter-out 0,$(FINALISTS)),--finalists $(FINALISTS) --w
 # Two OpenMP threads per process; torch processes started side by side set their own.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data run test bench clean
+.PHONY: setup data run test bench bench-list clean
 
 setup: $(STAMP) data
 
@@ -55,10 +58,12 @@ run: setup
 test: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
 
-# The quick benchmarks (minutes); BENCHMARKS.md lists the long ones with their commands.
+# The list needs nothing installed (the registry is plain Python); the runs need the package.
+bench-list:
+	$(PYTHON) -m benchmarks
+
 bench: setup
-	for space in mobilenetv3 vit cell201; do $(BIN)/python benchmarks/elastic_overhead.py --space $$space; done
-	$(BIN)/python benchmarks/ddp_overhead.py
+	$(BIN)/python -m benchmarks --run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

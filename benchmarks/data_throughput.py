@@ -3,8 +3,8 @@
 1. Throughput (Fashion-MNIST, the default config): images/s of training steps of the supernet,
    fetching the batch included, with the in-memory path and with the streaming path
    (DataLoader, `--workers` worker processes). Steps alternate between the two paths (one
-   model), `--steps` of each per epoch, two epochs; medians of per-step wall times, the first 3
-   steps of each epoch dropped (worker start). Ratio = streaming / in memory (target >= 0.8).
+   model), `--steps` timed ones of each per epoch after 3 untimed ones (worker start,
+   common.WARMUP), two epochs; medians of per-step wall times. Ratio = streaming / in memory (target >= 0.8).
    Also the rate of the data paths alone (batches only, no training).
 2. Peak memory: a generated ImageFolder tree of `--images` JPEG images of `--size` px (10
    classes), and a real `nas train` run of one epoch on it (the tiny test space, batch 128,
@@ -13,15 +13,13 @@
    largest worker. Bounded = about the same for both sizes. The in-memory path on the whole
    tree is run too, for contrast.
 
-    python benchmarks/data_throughput.py [--steps 30] [--workers 2] [--images 20000] [--size 64]
+    python -m benchmarks.data_throughput [--steps 30] [--workers 2] [--images 20000] [--size 64]
         [--root DIR] [--skip throughput memory]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -30,21 +28,22 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import common
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def _alternating_steps(trainer, iterators: dict, steps: int) -> dict[str, list[float]]:
-    """Wall time of (next batch + one training step), alternating between the paths step by step,
-    so both see the same machine load; the first 3 steps of each path are dropped."""
-    times: dict[str, list[float]] = {name: [] for name in iterators}
-    for _ in range(steps):
-        for name, batches in iterators.items():
-            started = time.perf_counter()
+    """Wall time of (next batch + one training step) of each path, `steps` timed ones after
+    common.WARMUP untimed ones, alternating between the paths step by step so both see the same
+    machine load."""
+    def step(batches):
+        def fetch_and_train() -> None:
             images, labels = next(batches)
             trainer.train_one_step(images.contiguous(memory_format=trainer.memory_format), labels)
-            times[name].append(time.perf_counter() - started)
-    return {name: t[3:] for name, t in times.items()}
+        return fetch_and_train
+
+    return common.alternating_times({name: step(batches) for name, batches in iterators.items()}, steps)
 
 
 def throughput(steps: int, workers: int) -> dict:
@@ -70,6 +69,10 @@ def throughput(steps: int, workers: int) -> dict:
         iterators = {name: iter(source.train_batches(batch, 0, epoch)) for name, source in sources.items()}
         for name, values in _alternating_steps(trainer, iterators, steps).items():
             times[name] += values
+        for batches in iterators.values():     # end the epoch's unfinished passes (and their workers) now
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
     rates = {name: batch / statistics.median(t) for name, t in times.items()}
     data_only = {}
     for name, source in sources.items():
@@ -79,7 +82,7 @@ def throughput(steps: int, workers: int) -> dict:
         data_only[name] = count / (time.perf_counter() - started)
     result = {"train_images_per_s": rates, "ratio": rates["streaming"] / rates["in_memory"],
               "data_only_images_per_s": data_only, "workers": workers, "batch": batch,
-              "threads": torch.get_num_threads(), "timed_steps_per_path": 2 * (steps - 3)}
+              "threads": torch.get_num_threads(), "timed_steps_per_path": 2 * steps}
     print(f"training images/s: in memory {rates['in_memory']:.0f}, streaming ({workers} workers) "
           f"{rates['streaming']:.0f}: ratio {result['ratio']:.3f} (target >= 0.8)", flush=True)
     print(f"data path alone, images/s: in memory {data_only['in_memory']:,.0f}, streaming "
@@ -137,10 +140,9 @@ def memory(root: Path, images: int, size: int, workers: int) -> dict:
     write_tree(root, images, size)
     runs = []
     for train_size, in_memory in ((images // 10, False), (images - 1000, False), (images - 1000, True)):
-        command = [sys.executable, __file__, "--memory-run", str(root), str(train_size), str(int(in_memory)),
-                   "--workers", str(workers), "--size", str(size)]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+        command = [sys.executable, "-m", "benchmarks.data_throughput", "--memory-run", str(root), str(train_size),
+                   str(int(in_memory)), "--workers", str(workers), "--size", str(size)]
+        out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         r = runs[-1]
         print(f"{'in memory' if in_memory else 'streaming'} run on {train_size:,} images: {r['seconds']:.0f} s, "
@@ -150,29 +152,28 @@ def memory(root: Path, images: int, size: int, workers: int) -> dict:
     return {"images": images, "size": size, "workers": workers, "runs": runs}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per path and epoch")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--images", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--root", help="where the generated tree is kept (default: a temporary directory)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["throughput", "memory"])
     parser.add_argument("--memory-run", nargs=3, metavar=("ROOT", "TRAIN_SIZE", "IN_MEMORY"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.memory_run:
         root, train_size, in_memory = args.memory_run
         print(json.dumps(memory_run(root, int(train_size), args.workers, args.size, bool(int(in_memory)))))
-        return
-    report = {"date": time.strftime("%Y-%m-%d"), "cpu": platform.processor() or platform.machine(),
-              "cores": os.cpu_count()}
+        return None
+    report = {}
     if "throughput" not in args.skip:
         report["throughput"] = throughput(args.steps, args.workers)
     if "memory" not in args.skip:
         root = Path(args.root) if args.root is not None else Path(tempfile.mkdtemp(prefix="nas-tree-"))
         report["memory"] = memory(root, args.images, args.size, args.workers)
-    print(json.dumps(report))
+    return common.emit("data_throughput", report, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -13,7 +13,7 @@ the candidate with the best within-MACs-tercile Kendall tau, and the generic def
 with the best mean over the spaces; the REPORT half, which took no part in the choice, grades
 them. Prints a table per space and one JSON line.
 
-    python benchmarks/default_score.py --ground-truth benchmarks/ground_truth \\
+    python -m benchmarks.default_score --ground-truth benchmarks/ground_truth \\
         --run cell201=/work/bench-runs/fashion_mnist_cell201-s0 --scores /tmp/default-scores.json
 
 `--scores FILE` keeps every score computed (keyed by space, estimator and arch id) so a rerun
@@ -30,21 +30,19 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from estimators import EstimatorContext, build_estimator  # noqa: E402
-from estimators.fused import normalised_ranks  # noqa: E402
-from nas import api  # noqa: E402
-from nas.core.arch import arch_id  # noqa: E402
-from nas.engine.fidelity.runner import recipe_ground_truth, standalone_record  # noqa: E402
-from nas.engine.fidelity.report import seed_agreement  # noqa: E402
-from nas.engine.fidelity.ground_truth import recipe_source  # noqa: E402
-from nas.engine.fidelity.rank_stats import kendall_tau_b, macs_terciles, within_bin_tau  # noqa: E402
-from nas.engine.devices import cpu_model  # noqa: E402
-from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES  # noqa: E402
-from nas.engine.searching.score import BATCH_SEED  # noqa: E402
+from benchmarks import common
+from estimators import EstimatorContext, build_estimator
+from estimators.fused import normalised_ranks
+from nas import api
+from nas.core.arch import arch_id
+from nas.engine.fidelity.runner import recipe_ground_truth, standalone_record
+from nas.engine.fidelity.report import seed_agreement
+from nas.engine.fidelity.ground_truth import recipe_source
+from nas.engine.fidelity.rank_stats import kendall_tau_b, macs_terciles, within_bin_tau
+from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES
+from nas.engine.searching.score import BATCH_SEED
 
 CONFIGS = ("fashion_mnist_cell201", "fashion_mnist_mbv3")
 PROXIES = ("synflow", "naswot", "jacov", "snip", "grad_norm", "zico")
@@ -52,7 +50,7 @@ BASELINES = ("macs", "params")
 SUPERNET = "supernet"
 
 
-def _arguments() -> argparse.Namespace:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ground-truth", default="benchmarks/ground_truth", metavar="DIR")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
@@ -61,7 +59,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--run", action="append", default=[], metavar="SPACE=RUN_DIR",
                         help="a trained run whose supernet to score (space name as in the config)")
     parser.add_argument("--scores", metavar="FILE", help="cache of computed scores (read, then extended)")
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def cached_records(config_name: str, root: str, seeds: int) -> tuple[object, list[dict], str]:
@@ -149,8 +147,8 @@ def score_space(space, records: list[dict], config_name: str, run_dir: str | Non
     return scores
 
 
-def main() -> None:
-    args = _arguments()
+def main(argv: list[str] | None = None) -> dict:
+    args = _arguments(argv)
     runs = dict(item.split("=", 1) for item in args.run)
     cache = json.loads(Path(args.scores).read_text()) if args.scores and Path(args.scores).is_file() else {}
     table: dict[str, dict] = {}
@@ -176,12 +174,12 @@ def main() -> None:
                              "report_ids": [arch_id(records[i]["arch"]) for i in report], "rows": rows}
     result = choose_defaults(table)
     print_tables(table, result)
-    print(json.dumps({"configs": args.configs, "split_seed": args.split_seed, "seeds": args.seeds,
-                      "runs": runs, "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d"), **result,
-                      "spaces": {name: {k: v for k, v in t.items() if k != "rows"} | {
-                          "rows": {s: {h: [round(x, 4) if np.isfinite(x) else None for x in r[h]] for h in r}
-                                   for s, r in t["rows"].items()}}
-                          for name, t in table.items()}}))
+    return common.emit("default_score", {
+        "configs": args.configs, "split_seed": args.split_seed, "seeds": args.seeds, "runs": runs, **result,
+        "spaces": {name: {k: v for k, v in t.items() if k != "rows"} | {
+            "rows": {s: {h: [round(x, 4) if np.isfinite(x) else None for x in r[h]] for h in r}
+                     for s, r in t["rows"].items()}}
+            for name, t in table.items()}}, argv)
 
 
 def choose_defaults(table: dict[str, dict]) -> dict:
@@ -238,4 +236,4 @@ def print_tables(table: dict[str, dict], result: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -21,7 +21,7 @@ while the checkpoint step, the arch count and the eval settings are unchanged). 
 table per run, the mean and sample standard deviation over seeds per variant, then one JSON
 line.
 
-    python benchmarks/distill_ablation.py [--variants none kl alpha alpha_attentive]
+    python -m benchmarks.distill_ablation [--variants none kl alpha alpha_attentive]
         [--seeds 0] [--epochs 4] [--train-size N] [--threads T] [--runs-dir runs/distill_ablation]
 
 On a loaded 2-core machine, 1 thread per process was several times faster than 2 (OpenMP
@@ -33,18 +33,14 @@ import argparse
 import copy
 import json
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import torch  # noqa: E402
-
-from nas import api  # noqa: E402
-from nas.core import yaml_io  # noqa: E402
-from nas.core.config import load_config, resolve_config_path  # noqa: E402
-from nas.core.rng import python_rng  # noqa: E402
-from nas.engine.checkpoint import LAST, load_checkpoint  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core import yaml_io
+from nas.core.config import load_config, resolve_config_path
+from nas.core.rng import python_rng
+from nas.engine.checkpoint import LAST, load_checkpoint
 
 BASE_CONFIG = "fashion_mnist_mbv3"
 ARCH_SEED = 2024
@@ -157,7 +153,7 @@ def print_table(rows: list[dict]) -> dict:
     return summary
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
@@ -165,18 +161,16 @@ def main() -> None:
     parser.add_argument("--train-size", type=int, default=None, help="training images (default: all)")
     parser.add_argument("--archs", type=int, default=50, help="fixed random archs for the front")
     parser.add_argument("--runs-dir", default="runs/distill_ablation")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads for training and evaluation (default: torch's, i.e. OMP_NUM_THREADS)")
+    common.threads_argument(parser, default=None)
     parser.add_argument("--progress", action="store_true", help="show training progress bars")
-    args = parser.parse_args()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    args = parser.parse_args(argv)
+    common.use_threads(args.threads)
     rows = [train_and_evaluate(variant, seed, args) for seed in args.seeds for variant in args.variants]
     summary = print_table(rows)
-    print(json.dumps({"benchmark": "distill_ablation", "base_config": BASE_CONFIG, "epochs": args.epochs,
-                      "train_size": args.train_size, "archs": args.archs, "arch_seed": ARCH_SEED,
-                      "runs": rows, "summary": summary}))
+    return common.emit("distill_ablation", {"base_config": BASE_CONFIG, "epochs": args.epochs,
+                                            "train_size": args.train_size, "archs": args.archs,
+                                            "arch_seed": ARCH_SEED, "runs": rows, "summary": summary}, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -10,32 +10,29 @@ touch at all get no gradient and are skipped. Steps alternate between the two mo
 see the same machine load. Also: analytic cost rate (MACs + params) over 10,000 distinct
 freshly sampled archs, no caches.
 
-    python benchmarks/elastic_overhead.py [--space mobilenetv3] [--steps 40] [--device cpu]
-    python benchmarks/elastic_overhead.py --space vit --batch 2 --threads 1 --steps 400 --phases
+    python -m benchmarks.elastic_overhead [--space mobilenetv3] [--steps 40] [--device cpu]
+    python -m benchmarks.elastic_overhead --space vit --batch 2 --threads 1 --steps 400 --phases
 
 On a CUDA device each step is timed between synchronisations (benchmarks/gpu_check.py uses it).
 `--phases` splits each step into forward, backward and optimizer step, timed by the thread's CPU
 time (CPU, one thread): at batch 2 the compute is near zero, so what the supernet adds per phase
-is the fixed cost of its elastic ops, measured apart from load on the other core.
+is the fixed cost of its elastic ops, measured apart from load on the other core. `--steps`
+timed steps follow 3 untimed ones (common.WARMUP).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
+from typing import Callable
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nas.api import build_space  # noqa: E402
-from nas.core.arch import arch_json  # noqa: E402
-from nas.core.config import load_config  # noqa: E402
+from benchmarks import common
+from nas.api import build_space
+from nas.core.arch import arch_json
+from nas.core.config import load_config
 
 SPACE_CONFIGS = {"mobilenetv3": "fashion_mnist_mbv3", "vit": "fashion_mnist_vit", "cell201": "fashion_mnist_cell201"}
 
@@ -43,17 +40,18 @@ SPACE_CONFIGS = {"mobilenetv3": "fashion_mnist_mbv3", "vit": "fashion_mnist_vit"
 PHASES = ("forward", "backward", "step")
 
 
-def step_times(models, x, y, steps: int, clock=time.perf_counter) -> list[list[tuple[float, float, float]]]:
-    """Per model, the (forward, backward, optimizer step) seconds of each timed step by `clock`;
-    steps alternate between the models (the order flips every step) so both see the same load."""
-    optimizers = [torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
-                  for m in models]
+def step_times(models, x, y, steps: int, clock=time.perf_counter
+               ) -> tuple[list[list[float]], list[list[tuple[float, float, float]]]]:
+    """Per model, the seconds by `clock` of each of `steps` timed training steps (after
+    common.WARMUP untimed ones; the steps alternate between the models so all see the same load),
+    and the (forward, backward, optimizer step) seconds of each."""
     sync = torch.cuda.synchronize if x.device.type == "cuda" else (lambda: None)
-    times = [[] for _ in models]
-    for i in range(steps):
-        order = list(zip(models, optimizers, times))
-        for model, optimizer, bucket in (order if i % 2 == 0 else order[::-1]):
-            sync()
+    phases: list[list[tuple[float, float, float]]] = [[] for _ in models]
+
+    def training_step(model, record: list) -> Callable[[], None]:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
+
+        def step() -> None:
             start = clock()
             loss = torch.nn.functional.cross_entropy(model(x), y)
             sync()
@@ -64,8 +62,12 @@ def step_times(models, x, y, steps: int, clock=time.perf_counter) -> list[list[t
             backward = clock()
             optimizer.step()
             sync()
-            bucket.append((forward - start, backward - forward, clock() - backward))
-    return [t[3:] for t in times]   # drop warm-up steps
+            record.append((forward - start, backward - forward, clock() - backward))
+        return step
+
+    totals = common.alternating_times({i: training_step(m, phases[i]) for i, m in enumerate(models)}, steps,
+                                      clock=clock, sync=sync)
+    return [totals[i] for i in range(len(models))], [p[-steps:] for p in phases]
 
 
 def cost_rate(space, n: int = 10_000) -> float:
@@ -99,8 +101,8 @@ def overhead(space_name: str, steps: int, batch: int, device: str = "cpu", phase
         size = space.input_size(arch)
         x = torch.randn(batch, space.in_chans, size, size).to(device).contiguous(memory_format=fmt)
         y = torch.randint(0, space.num_classes, (batch,)).to(device)
-        elastic, plain = step_times([supernet, static], x, y, steps, clock)
-        elastic_s, plain_s = statistics.median(map(sum, elastic)), statistics.median(map(sum, plain))
+        totals, (elastic, plain) = step_times([supernet, static], x, y, steps, clock)
+        elastic_s, plain_s = map(statistics.median, totals)
         results[name] = {"macs": space.macs(arch), "supernet_ms": 1e3 * elastic_s, "static_ms": 1e3 * plain_s,
                          "ratio": elastic_s / plain_s}
         print(f"{space_name} {name:3s} {space.macs(arch) / 1e6:6.2f} MMACs  supernet "
@@ -115,31 +117,30 @@ def overhead(space_name: str, steps: int, batch: int, device: str = "cpu", phase
     return results
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--space", default="mobilenetv3", choices=sorted(SPACE_CONFIGS))
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per model and arch")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
-    parser.add_argument("--threads", type=int, default=2)
+    common.threads_argument(parser, default=2)
     parser.add_argument("--phases", action="store_true",
                         help="split each step into forward / backward / optimizer step by thread CPU time "
                              "(CPU and --threads 1 only)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.phases and (args.threads != 1 or args.device != "cpu"):
         parser.error("--phases: thread CPU time sees one thread only: use it with --threads 1 on the CPU")
-    torch.set_num_threads(args.threads)
+    common.use_threads(args.threads)
     results = overhead(args.space, args.steps, args.batch, args.device, args.phases)
     config = load_config(SPACE_CONFIGS[args.space])
-    channels_last = config.train.channels_last
     space = build_space(config)
     rate = cost_rate(space)
     print(f"{args.space} analytic costs: {rate:,.0f} archs/s (MACs + params, distinct fresh archs, no cache)")
-    print(json.dumps({"space": args.space, "steps": args.steps, "batch": args.batch, "threads": args.threads,
-                      "device": args.device, "channels_last": channels_last,
-                      "cpu": platform.processor() or platform.machine(),
-                      "torch": torch.__version__, "results": results, "cost_rate": rate}))
+    return common.emit("elastic_overhead", {
+        "space": args.space, "steps": args.steps, "warmup": common.WARMUP, "batch": args.batch,
+        "device": args.device, "channels_last": config.train.channels_last, "results": results, "cost_rate": rate},
+        argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -8,31 +8,24 @@ images and `--init-seeds` initialisations, and times each estimator on one arch 
 a table of median wall and CPU seconds per arch (CPU time is what a busy machine does not
 inflate) and one JSON line. One thread, as the `cheap` flag assumes.
 
-    OMP_NUM_THREADS=1 python benchmarks/estimator_cost.py [--config fashion_mnist_cell201 ...]
+    OMP_NUM_THREADS=1 python -m benchmarks.estimator_cost [--config fashion_mnist_cell201 ...]
         [--archs 8] [--init-seeds 3] [--batch-size 64] [--batches 2]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from estimators import EstimatorContext, build_estimator  # noqa: E402
-from nas import api  # noqa: E402
-from nas.core.registry import ESTIMATORS, SUPERNET_SCORE  # noqa: E402
-from nas.engine.fidelity.arch_selection import select_archs  # noqa: E402
-from nas.engine.data.batches import normalize  # noqa: E402
-from nas.engine.run_dir import cpu_model  # noqa: E402
+from benchmarks import common
+from estimators import EstimatorContext, build_estimator
+from nas import api
+from nas.core.registry import ESTIMATORS, SUPERNET_SCORE
+from nas.engine.fidelity.arch_selection import select_archs
+from nas.engine.data.batches import normalize
 
 
-def _arguments() -> argparse.Namespace:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", nargs="+", default=["fashion_mnist_cell201", "fashion_mnist_mbv3"])
     parser.add_argument("--archs", type=int, default=8)
@@ -40,7 +33,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--batches", type=int, default=2, help="fixed batches in the context (zico reads all)")
     parser.add_argument("--estimators", nargs="+", help="names to time (default: all but supernet)")
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def _context(config_name: str, args: argparse.Namespace) -> tuple[EstimatorContext, list]:
@@ -70,13 +63,12 @@ def _time(name: str, context: EstimatorContext, archs: list) -> dict:
             "setup_s": setup}
 
 
-def main() -> None:
-    args = _arguments()
-    torch.set_num_threads(1)
+def main(argv: list[str] | None = None) -> dict:
+    args = _arguments(argv)
+    common.use_threads(1)
     names = args.estimators or [n for n in ESTIMATORS.names() if n not in (SUPERNET_SCORE, "calibrated", "fused")]
     report = {"archs": args.archs, "init_seeds": args.init_seeds, "batch_size": args.batch_size,
-              "batches": args.batches, "cpu": cpu_model(), "threads": 1, "date": time.strftime("%Y-%m-%d"),
-              "configs": {}}
+              "batches": args.batches, "configs": {}}
     for config_name in args.config:
         context, archs = _context(config_name, args)
         rows = report["configs"][config_name] = {}
@@ -86,8 +78,8 @@ def main() -> None:
             row = rows[name] = {**_time(name, context, archs), "cheap": ESTIMATORS.get(name).obj.cheap}
             print(f"{name:<12}{row['median_s']:>15.3f}{row['median_cpu_s']:>14.3f}{row['max_s']:>10.3f}"
                   f"{row['setup_s']:>14.3f}  {row['cheap']}", flush=True)
-    print(json.dumps(report))
+    return common.emit("estimator_cost", report, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

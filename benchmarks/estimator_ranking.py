@@ -10,7 +10,7 @@ initialisations); prints, per estimator, Kendall tau-b and tau within MACs terci
 bootstrap intervals and the top-k overlap, the ground truth's own seed-to-seed figures (with 2
 seeds) as the ceiling, and one JSON line.
 
-    python benchmarks/estimator_ranking.py --ground-truth DIR --config fashion_mnist_cell201 --archs 24 --seeds 2
+    python -m benchmarks.estimator_ranking --ground-truth DIR --config fashion_mnist_cell201 --archs 24 --seeds 2
         [--extends M]
 
 `--extends M`: the archs of `nas fidelity --archs N --extends M` (the M-arch selection grown to N).
@@ -18,25 +18,20 @@ seeds) as the ceiling, and one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, EstimatorContext  # noqa: E402
-from nas import api  # noqa: E402
-from nas.core.arch import arch_id  # noqa: E402
-from nas.core.registry import SUPERNET_SCORE  # noqa: E402
-from nas.engine.fidelity.runner import plan, standalone_record  # noqa: E402
-from nas.engine.fidelity.estimators import build_estimators, default_names, needs_batches  # noqa: E402
-from nas.engine.fidelity.report import estimator_summary, format_estimators, seed_agreement  # noqa: E402
-from nas.engine.fidelity.ground_truth import recipe_source  # noqa: E402
-from nas.engine.run_dir import cpu_model  # noqa: E402
+from benchmarks import common
+from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, EstimatorContext
+from nas import api
+from nas.core.arch import arch_id
+from nas.core.registry import SUPERNET_SCORE
+from nas.engine.fidelity.runner import plan, standalone_record
+from nas.engine.fidelity.estimators import build_estimators, default_names, needs_batches
+from nas.engine.fidelity.report import estimator_summary, format_estimators, seed_agreement
+from nas.engine.fidelity.ground_truth import recipe_source
 
 
-def _arguments() -> argparse.Namespace:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ground-truth", required=True, metavar="DIR", help="cache of standalone trainings")
     parser.add_argument("--config", default="fashion_mnist_cell201", help="config whose space and recipe to use")
@@ -47,11 +42,11 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--estimators", metavar="A,B,...", help="default: every cheap estimator but supernet")
     parser.add_argument("--init-seeds", type=int, default=3)
     parser.add_argument("--min-archs", type=int, default=6, help="refuse a table over fewer cached archs")
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
-def main() -> None:
-    args = _arguments()
+def main(argv: list[str] | None = None) -> dict:
+    args = _arguments(argv)
     config = api.load_config(args.config, args.set)
     space = api.build_space(config)
     measured = plan(config, space, api.standalone_model, args.ground_truth, archs=args.archs, epochs=None,
@@ -85,12 +80,12 @@ def main() -> None:
           f"{100 * min(r['standalone_test_top1'] for r in records):.2f}-"
           f"{100 * max(r['standalone_test_top1'] for r in records):.2f}%")
     print(format_estimators(summary))
-    print(json.dumps({"config": args.config, "overrides": args.set, "ground_truth": str(measured.truth.folder),
-                      "archs": len(records), "archs_planned": len(measured.archs), "seeds": args.seeds,
-                      "arch_ids": [arch_id(a) for a in archs], "init_seeds": args.init_seeds,
-                      "scoring_s": round(time.perf_counter() - started, 1), "cpu": cpu_model(),
-                      "date": time.strftime("%Y-%m-%d"), **summary}))
+    return common.emit("estimator_ranking", {
+        "config": args.config, "overrides": args.set, "ground_truth": str(measured.truth.folder),
+        "archs": len(records), "archs_planned": len(measured.archs), "seeds": args.seeds,
+        "arch_ids": [arch_id(a) for a in archs], "init_seeds": args.init_seeds,
+        "scoring_s": round(time.perf_counter() - started, 1), **summary}, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

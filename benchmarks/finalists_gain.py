@@ -10,23 +10,20 @@ the Kendall tau of each measure against the mean standalone test top-1, and for 
 search by the supernet score would answer and of the finalists' answer (the K best by the score,
 re-measured).
 
-    python benchmarks/finalists_gain.py RUN benchmarks/ground_truth/<space>/<recipe> --out rows.jsonl
+    python -m benchmarks.finalists_gain RUN benchmarks/ground_truth/<space>/<recipe> --out rows.jsonl
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nas import api  # noqa: E402
-from nas.core.ranks import kendall_tau_b  # noqa: E402
-from nas.engine.searching.finalists import Finetune, finetune_top1  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core.ranks import kendall_tau_b
+from nas.engine.searching.finalists import Finetune, finetune_top1
 
 
 def ground_truth(folder: Path) -> dict[str, dict]:
@@ -80,14 +77,14 @@ def budget_picks(rows: list[dict], ks: tuple[int, ...]) -> list[dict]:
     return picks
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run")
     parser.add_argument("ground_truth", type=Path, help="a recipe folder of cached standalone trainings")
     parser.add_argument("--out", type=Path, required=True, help="rows (JSON lines), continued by a rerun")
     parser.add_argument("--steps", type=int, default=Finetune.steps, help="the finalists' fine-tune steps")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    args = parser.parse_args(argv)
+    common.use_threads(1)
     rows = measure(api.load_run(args.run), ground_truth(args.ground_truth), args.out, args.steps)
     truth = [r["truth"] for r in rows]
     summary = {"archs": len(rows), "steps": args.steps,
@@ -98,8 +95,8 @@ def main() -> None:
         print(f"{pick['budget_pct']}% MACs: {pick['feasible']} feasible, best {100 * pick['best']:.2f}, median "
               f"{100 * pick['median']:.2f}; supernet answer rank {pick['supernet']['rank']}; finalists K=3 rank "
               f"{pick['finalists_k3']['rank']}, K=5 rank {pick['finalists_k5']['rank']}")
-    print(json.dumps(summary))
+    return common.emit("finalists_gain", summary, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

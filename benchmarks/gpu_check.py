@@ -8,13 +8,15 @@
 4. Training throughput in fp32 and in bf16 autocast: images/s of full training steps of the
    default config (sandwich rule, batches already on the device), and their ratio.
 
-Under 8 minutes on one GPU. Prints a line per figure and, last, one JSON line.
+Under 8 minutes on one GPU. Prints a line per figure and, last, one JSON line. Timed steps
+follow 3 untimed ones (common.WARMUP).
 
-    python benchmarks/gpu_check.py [--device cuda:0] [--out DIR] [--archs 30] [--steps 40]
+    python -m benchmarks.gpu_check [--device cuda:0] [--out DIR] [--archs 30] [--steps 40]
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -25,9 +27,7 @@ from typing import Sequence
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import common
 
 CONFIG = "fashion_mnist_mbv3"
 
@@ -78,18 +78,13 @@ def throughput(device: str, steps: int, batch: int) -> dict:
         source = api.load_source(config)
         trainer = Trainer(config, api.build_strategy(config), source,
                           RunDir(Path(tempfile.mkdtemp())), DistEnv(device=device), progress=False)
-        batches = [(x.to(device).contiguous(memory_format=trainer.memory_format), y.to(device))
-                   for _, (x, y) in zip(range(steps), source.train_batches(batch, 0, 0))]
-        times = []
-        for images, labels in batches:
-            torch.cuda.synchronize(device)
-            started = time.perf_counter()
-            trainer.train_one_step(images, labels)
-            torch.cuda.synchronize(device)
-            times.append(time.perf_counter() - started)
-        rates[precision] = batch / statistics.median(times[3:])
+        batches = iter([(x.to(device).contiguous(memory_format=trainer.memory_format), y.to(device))
+                        for x, y in itertools.islice(source.train_batches(batch, 0, 0), common.WARMUP + steps)])
+        times = common.timed_steps(lambda: trainer.train_one_step(*next(batches)), steps,
+                                   sync=lambda: torch.cuda.synchronize(device))
+        rates[precision] = batch / statistics.median(times)
         print(f"throughput {precision}: {rates[precision]:,.0f} images/s (batch {batch}, median of "
-              f"{len(times) - 3} steps)", flush=True)
+              f"{len(times)} steps)", flush=True)
     rates["bf16_over_fp32"] = rates["bf16"] / rates["fp32"]
     return rates
 
@@ -99,17 +94,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu_check: needs a CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
-    from elastic_overhead import overhead
-    from search_quality import table_error
-
+    from benchmarks.elastic_overhead import overhead
+    from benchmarks.search_quality import table_error
     from nas.engine.devices import resolve_device
 
     device = str(resolve_device(args.device))
     out = Path(args.out) if args.out is not None else Path(tempfile.mkdtemp(prefix="gpu-check-"))
     started = time.perf_counter()
-    report = {"gpu": torch.cuda.get_device_name(torch.device(device)), "device": device,
-              "torch": torch.__version__, "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")}
-    print(f"{report['gpu']} ({device}), torch {report['torch']}, CUDA {report['cuda']}", flush=True)
+    report = {"gpu": torch.cuda.get_device_name(torch.device(device)), "device": device, "cuda": torch.version.cuda}
+    print(f"{report['gpu']} ({device}), torch {torch.__version__}, CUDA {report['cuda']}", flush=True)
     run, report["train"] = train_one_epoch(out, device)
     table_started = time.perf_counter()
     report["latency_table"] = table_error(run, args.archs, None, device, 1)
@@ -123,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["seconds"] = time.perf_counter() - started
     print(f"bf16 / fp32 images/s: {report['throughput']['bf16_over_fp32']:.2f}; whole check "
           f"{report['seconds']:.0f} s", flush=True)
-    print(json.dumps(report))
+    common.emit("gpu_check", report, argv)
     return 0
 
 

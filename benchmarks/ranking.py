@@ -12,7 +12,7 @@
    tau with 90% bootstrap intervals, top-k overlap) with its verdict against MACs and params.
 3. Prints one JSON line with everything.
 
-    python benchmarks/ranking.py --ground-truth DIR --config fashion_mnist_cell201 [--archs 30]
+    python -m benchmarks.ranking --ground-truth DIR --config fashion_mnist_cell201 [--archs 30]
         [--epochs 4] [--seeds 2] [--workers 2] [--recipe FILE] [--set KEY=VALUE ...] [--run RUN_DIR ...]
         [--estimators A,B,...] [--init-seeds 3] [--extends M]
 
@@ -22,24 +22,19 @@ the M-arch selection grown to `--archs` (as `nas fidelity --extends`), so its tr
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nas import api  # noqa: E402
-from nas.core.schema import to_plain  # noqa: E402
-from nas.engine.fidelity.report import format_summary  # noqa: E402
-from nas.engine.run_dir import cpu_model  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core.schema import to_plain
+from nas.engine.fidelity.report import format_summary
 
 DEFAULT_ARCHS = {"cell201": 30}
 FALLBACK_ARCHS = 16
 
 
-def _arguments() -> argparse.Namespace:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ground-truth", required=True, metavar="DIR", help="cache of standalone trainings")
     parser.add_argument("--config", default="fashion_mnist_cell201", help="config whose space and recipe to use")
@@ -54,11 +49,11 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--estimators", metavar="A,B,...", help="estimators to report (default: supernet and "
                                                                  "every cheap one; macs and params always)")
     parser.add_argument("--init-seeds", type=int, default=3, help="initialisations proxies average over")
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
-def main() -> None:
-    args = _arguments()
+def main(argv: list[str] | None = None) -> dict:
+    args = _arguments(argv)
     config = api.load_config(args.config, args.set)
     archs = args.archs if args.archs is not None else DEFAULT_ARCHS.get(config.space.name, FALLBACK_ARCHS)
     started = time.perf_counter()
@@ -71,8 +66,7 @@ def main() -> None:
               "length": truth.recipe.length(), "seed_kendall_tau": truth.seed_kendall_tau,
               "seed_spearman_rho": truth.seed_spearman_rho, "trainings_now": truth.new,
               "wall_s": round(time.perf_counter() - started, 1), "standalone_seconds_mean": statistics.fmean(seconds),
-              "standalone_seconds_max": max(seconds), "workers": args.workers, "cpu": cpu_model(),
-              "date": time.strftime("%Y-%m-%d"), "runs": {}}
+              "standalone_seconds_max": max(seconds), "workers": args.workers, "runs": {}}
     tau = truth.seed_kendall_tau
     print(f"ground truth {truth.dir}: {archs} archs x {args.seeds} seeds, {truth.recipe.length()}, "
           f"{truth.new} trainings now; seed-to-seed Kendall tau {'n/a' if tau is None else f'{tau:.3f}'}; "
@@ -87,8 +81,8 @@ def main() -> None:
                               estimators=args.estimators, init_seeds=args.init_seeds, extends=args.extends)
         report["runs"][str(path)] = result.summary
         print(f"\n{path} (step {run.step}):\n{format_summary(result.summary)}", flush=True)
-    print(json.dumps(report))
+    return common.emit("ranking", report, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -17,7 +17,7 @@ The outcome is checked:
   the old export byte for byte or the whole new one (its files, min's arch_id, a program that
   loads), never a mix; the next export succeeds and leaves no temporary folder.
 
-    python benchmarks/reliability.py [--kills 10] [--seed 0] [--parts inputs,train,search,export]
+    python -m benchmarks.reliability [--kills 10] [--seed 0] [--parts inputs,train,search,export]
 """
 from __future__ import annotations
 
@@ -38,10 +38,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
-
+from benchmarks import common
 from nas import api, cli
 from nas.core import yaml_io
 from nas.core.arch import arch_id
@@ -50,6 +47,9 @@ from nas.core.errors import NasError
 from nas.engine.checkpoint import load_checkpoint, non_finite_tensors
 from tests.nas.corpus import case_argv, cases, derive_checkpoints, folder_digests
 from tests.nas.tiny import tiny_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
 
 
 def quiet_cli(argv: list[str]) -> tuple[int, str]:
@@ -85,7 +85,7 @@ def inputs(work: Path, base: Path) -> dict:
 
 # -- kills -------------------------------------------------------------------------------------
 def start(argv: list[str], log: Path) -> subprocess.Popen:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     with open(log, "w") as err:
         return subprocess.Popen([sys.executable, "-m", "nas", *argv], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=err)
@@ -297,6 +297,7 @@ def kills(work: Path, base: Path, count: int, seed: int, parts: list[str]) -> di
 
 
 def print_report(found: dict) -> None:
+    """The tables of `found` (the JSON line follows)."""
     if "inputs" in found:
         print("| verb | malformed inputs tried | handled with one line, nothing changed |\n|---|---|---|")
         for verb, (tried, handled) in found["inputs"]["by_verb"].items():
@@ -310,16 +311,15 @@ def print_report(found: dict) -> None:
               f"survived with nothing lost {sum(r['survived'] for r in runs)}/{len(runs)}")
         for run in runs:
             print("   ", json.dumps(run))
-    print(json.dumps(found, default=str))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10, help="killed runs per scenario")
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill delays")
     parser.add_argument("--parts", default="inputs,train,search,export")
     parser.add_argument("--work", help="working folder (default: a temporary one, removed)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="nas-reliability-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -333,7 +333,8 @@ def main() -> None:
     print_report(found)
     if not args.work:
         shutil.rmtree(work)
+    return common.emit("reliability", found, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

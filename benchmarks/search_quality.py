@@ -9,31 +9,28 @@
 3. Latency lookup table (CPU, batch 1): mean absolute percentage error of its predictions
    against measurements of random subnets.
 
-    python benchmarks/search_quality.py RUN [--runs-dir runs] [--seeds 5] [--trials 60] [--table-archs 30]
+    python -m benchmarks.search_quality RUN [--runs-dir runs] [--seeds 5] [--trials 60] [--table-archs 30]
         [--threads 2] [--skip searchers rate latency]
         [--searchers random evolution optuna-tpe]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nas import api  # noqa: E402
-from nas.core.preprocessing import resize  # noqa: E402
-from nas.core.registry import SUPERNET_SCORE  # noqa: E402
-from nas.core.rng import python_rng  # noqa: E402
-from nas.engine.bn import recalibrate_bn  # noqa: E402
-from nas.engine.evaluator import accuracy  # noqa: E402
-from nas.engine.searching.latency import LatencyTable, measure, table_filename  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core.preprocessing import resize
+from nas.core.registry import SUPERNET_SCORE
+from nas.core.rng import python_rng
+from nas.engine.bn import recalibrate_bn
+from nas.engine.evaluator import accuracy
+from nas.engine.searching.latency import LatencyTable, measure, table_filename
 
 SEARCHERS = ("random", "evolution", "optuna-tpe")
 
@@ -104,7 +101,7 @@ def table_error(run, count: int, threads: int | None, device: str = "cpu", batch
             "threads": threads, "entries": len(table.entries), "constant_ms": table.constant_ms}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run")
     parser.add_argument("--runs-dir", default="runs")
@@ -113,25 +110,28 @@ def main() -> None:
     parser.add_argument("--table-archs", type=int, default=30)
     parser.add_argument("--table-threads", type=int, default=1)
     parser.add_argument("--skip", nargs="*", default=[], choices=["searchers", "rate", "latency"])
-    parser.add_argument("--threads", type=int, default=2, help="torch threads for evaluation")
+    common.threads_argument(parser, default=2)
     parser.add_argument("--searchers", nargs="+", default=list(SEARCHERS), choices=SEARCHERS)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parser.parse_args(argv)
+    common.use_threads(args.threads)
     run = api.load_run(args.run, args.runs_dir)
     out = run.dir.root / "search" / "bench"
-    report = {"run": str(run.dir.root), "date": time.strftime("%Y-%m-%d"), "trials": args.trials}
+    report = {"run": str(run.dir.root), "trials": args.trials}
     if "rate" not in args.skip:
-        report["evaluation_rate"] = evaluation_rate(run)
-        print(json.dumps(report["evaluation_rate"]), flush=True)
+        rate = report["evaluation_rate"] = evaluation_rate(run)
+        print(f"evaluation rate over {rate['archs']} archs, candidates/min: cold {rate['cold_per_min']:.1f}, cached "
+              f"{rate['cached_per_min']:.0f}, static exports {rate['static_per_min']:.1f}; cold / static "
+              f"{rate['ratio_cold_to_static']:.2f}", flush=True)
     if "latency" not in args.skip:
-        report["latency_table"] = table_error(run, args.table_archs, args.table_threads)
-        print(json.dumps(report["latency_table"]), flush=True)
+        table = report["latency_table"] = table_error(run, args.table_archs, args.table_threads)
+        print(f"latency table ({table['entries']} entries): MAPE {table['mape_pct']:.1f}%, median APE "
+              f"{table['median_ape_pct']:.1f}% over {table['archs']} subnets", flush=True)
     if "searchers" not in args.skip:
         report["searchers"] = compare_searchers(run, args.seeds, args.trials, out, args.searchers)
         for name, data in report["searchers"].items():
             print(f"{name:11s} median best val top-1 over {args.seeds} seeds: {data['median']:.4f}")
-    print(json.dumps(report))
+    return common.emit("search_quality", report, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -15,7 +15,7 @@
    mean minus it, and the median random arch's minus it, in points (negative = better than
    random). Then one JSON line with everything.
 
-    python benchmarks/search_regret.py RUN --budget 50% [--scores supernet,macs,auto]
+    python -m benchmarks.search_regret RUN --budget 50% [--scores supernet,macs,auto]
         [--searcher evolution] [--trials 40] [--random 10] [--seeds 2] [--ground-truth DIR]
         [--recipe FILE] [--epochs N] [--workers 2] [--seed 0] [--runs-dir runs]
 
@@ -30,7 +30,7 @@ the answer's standalone test top-1, its rank among the crowd, the crowd's best a
 call's wall time and what the search cost however many calls it took (its evaluations' seconds,
 its finalists' fine-tunes' seconds); then, per row, the targets of issue 37.
 
-    python benchmarks/search_regret.py RUN --crowd benchmarks/ground_truth --budget 35%,50%,75%
+    python -m benchmarks.search_regret RUN --crowd benchmarks/ground_truth --budget 35%,50%,75%
         --search-seeds 0,1 --scores auto,supernet --finalists 4 --workers 2
         --ground-truth benchmarks/ground_truth_searched
 """
@@ -44,16 +44,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nas import api  # noqa: E402
-from nas.core.arch import Arch, arch_id  # noqa: E402
-from nas.core.errors import ConfigError, NasError  # noqa: E402
-from nas.core.registry import ESTIMATORS, SUPERNET_SCORE  # noqa: E402
-from nas.core.rng import python_rng  # noqa: E402
-from nas.engine.fidelity.runner import recipe_ground_truth, standalone_record  # noqa: E402
-from nas.engine.run_dir import DEFAULT_RUNS_DIR, cpu_model  # noqa: E402
-from nas.engine.searching.stage import resolve_budget  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core.arch import Arch, arch_id
+from nas.core.errors import ConfigError
+from nas.core.registry import ESTIMATORS, SUPERNET_SCORE
+from nas.core.rng import python_rng
+from nas.engine.fidelity.runner import recipe_ground_truth, standalone_record
+from nas.engine.run_dir import DEFAULT_RUNS_DIR
+from nas.engine.searching.stage import resolve_budget
 
 BASELINES = (SUPERNET_SCORE, "macs", "params")
 MAX_DRAWS = 100_000     # random draws before giving up on finding N distinct feasible archs
@@ -163,7 +162,7 @@ def format_table(rows: dict[str, dict[str, Any]], best: float, median: float, ra
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     if args.crowd is not None:
-        return crowd_main(args)
+        return crowd_main(args, argv)
     started = time.perf_counter()
     run = api.load_run(args.run, args.runs_dir)
     space = run.space
@@ -198,9 +197,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                           "standalone_seeds": standalone[arch_id(a)]["standalone_test_top1_seeds"]}
                                          for a in randoms],
               "random_best": best, "random_median": median, "trainings_now": new, "workers": args.workers,
-              "wall_s": round(time.perf_counter() - started, 1), "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d")}
-    print(json.dumps(report))
-    return report
+              "wall_s": round(time.perf_counter() - started, 1)}
+    return common.emit("search_regret", report, argv)
 
 
 # --- --crowd: the answers against the committed ground truth (issue 37) ---------------------------
@@ -278,7 +276,7 @@ def format_crowd(cells: list[dict[str, Any]], targets: dict[str, dict[str, Any]]
     return "\n".join(lines)
 
 
-def crowd_main(args: argparse.Namespace) -> dict[str, Any]:
+def crowd_main(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Any]:
     """The `--crowd` mode: every (budget, search seed, method) answer against the committed crowd."""
     started = time.perf_counter()
     run = api.load_run(args.run, args.runs_dir)
@@ -370,15 +368,9 @@ def crowd_main(args: argparse.Namespace) -> dict[str, Any]:
               "crowd_feasible": {b: len(feasible[b]) for b in budgets}, "min_subnet_first": min_first,
               "seed_sd": spread, "ground_truth": str(truth.folder), "recipe_digest": truth.digest,
               "cells": cells, "targets": targets, "trainings_now": trained, "workers": args.workers,
-              "wall_s": round(time.perf_counter() - started, 1), "cpu": cpu_model(),
-              "date": time.strftime("%Y-%m-%d")}
-    print(json.dumps(report))
-    return report
+              "wall_s": round(time.perf_counter() - started, 1)}
+    return common.emit("search_regret", report, argv)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except NasError as error:      # bad input: one line, exit 2, as the nas CLI
-        print(f"search_regret: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
+    common.run(main)

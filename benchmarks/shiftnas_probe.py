@@ -13,22 +13,17 @@ then prints:
 An existing run of the same name is reused (only the report is recomputed). One JSON line at
 the end.
 
-    python benchmarks/shiftnas_probe.py [--steps 300] [--train-size 10000] [--update-every 25]
+    python -m benchmarks.shiftnas_probe [--steps 300] [--train-size 10000] [--update-every 25]
         [--budgets 19] [--runs-dir runs/shiftnas_probe] [--threads 1]
 """
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import torch  # noqa: E402
-
-from nas import api  # noqa: E402
-from nas.core.rng import torch_generator  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core.rng import torch_generator
 
 
 def bin_trajectory(run_dir: Path) -> list[tuple[int, list[float]]]:
@@ -57,7 +52,7 @@ def generator_report(run: api.Run, budgets: int) -> dict:
             "first_answer_abs_error_of_range": sum(errors) / budgets, "final_answer_fits": final_fits / budgets}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="fashion_mnist_mbv3_shiftnas")
     parser.add_argument("--steps", type=int, default=300)
@@ -65,9 +60,9 @@ def main() -> None:
     parser.add_argument("--update-every", type=int, default=25)
     parser.add_argument("--budgets", type=int, default=19)
     parser.add_argument("--runs-dir", default="runs/shiftnas_probe")
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    common.threads_argument(parser, default=1)
+    args = parser.parse_args(argv)
+    common.use_threads(args.threads)
     name = f"{args.config}-n{args.train_size}-s{args.steps}-u{args.update_every}"
     overrides = ["train.epochs=null", f"train.steps={args.steps}", f"data.train_size={args.train_size}",
                  "strategy.sampler.warmup_epochs=0", f"strategy.sampler.update_every={args.update_every}",
@@ -86,8 +81,8 @@ def main() -> None:
     print(f"generator: first answer fits {report['first_answer_fits']:.0%} of {args.budgets} budgets, "
           f"mean |MACs - budget| = {report['first_answer_abs_error_of_range']:.3f} of the MACs range; "
           f"nas generate's answer fits {report['final_answer_fits']:.0%}")
-    print(json.dumps({"run": name, "final_probabilities": trajectory[-1][1], **report}))
+    return common.emit("shiftnas_probe", {"run": name, "final_probabilities": trajectory[-1][1], **report}, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

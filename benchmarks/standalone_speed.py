@@ -5,8 +5,8 @@ of a freshly initialised supernet is trained with the standalone trainer's step
 (`nas.engine.fidelity.standalone.train_step`: the recipe's optimiser, label smoothing and
 gradient clipping; random images of the arch's resolution, batch of the recipe). Every variant
 gets its own copy of the same model; the first step of each (compilation included) is timed
-alone, then `--warmup` untimed steps, then `--steps` timed steps that alternate between the
-variants so all see the same machine load. Printed per variant: median ms per step, the
+alone, then `--warmup` untimed steps (default 3, common.WARMUP) and `--steps` timed steps that
+alternate between the variants so all see the same machine load. Printed per variant: median ms per step, the
 compilation's seconds (first step minus a median step), the whole recipe's extrapolated wall
 time (steps x median + compilation) and its ratio to eager.
 
@@ -19,33 +19,32 @@ Compilation times are cold only with inductor's on-disk caches off
 (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1); even then kernels compiled earlier in the process are
 reused, so the later archs' compilation is an underestimate (which favours compiling).
 
-    TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 OMP_NUM_THREADS=1 python benchmarks/standalone_speed.py [--spaces cell201 mobilenetv3] [--steps 10]
+    TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 OMP_NUM_THREADS=1 python -m benchmarks.standalone_speed [--spaces cell201 mobilenetv3] [--steps 10]
         [--variants eager_contiguous eager_channels_last compiled_contiguous compiled_channels_last auto]
         [--profile mobilenetv3:max]
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nas.api import build_space, standalone_model  # noqa: E402
-from nas.core.arch import arch_id  # noqa: E402
-from nas.core.config import load_config  # noqa: E402
-from nas.engine.data.batches import steps_per_epoch  # noqa: E402
-from nas.engine.fidelity.arch_selection import select_archs  # noqa: E402
-from nas.engine.fidelity.recipe import load_recipe  # noqa: E402
-from nas.engine.fidelity.standalone import train_step  # noqa: E402
-from nas.engine.fidelity.variant import Variant, choose_variant, forward_of  # noqa: E402
-from nas.engine.training.trainer import build_optimizer  # noqa: E402
+from benchmarks import common
+from nas.api import build_space, standalone_model
+from nas.core.arch import arch_id
+from nas.core.config import load_config
+from nas.engine.data.batches import steps_per_epoch
+from nas.engine.fidelity.arch_selection import select_archs
+from nas.engine.fidelity.recipe import load_recipe
+from nas.engine.fidelity.standalone import train_step
+from nas.engine.fidelity.variant import Variant, choose_variant, forward_of
+from nas.engine.training.trainer import build_optimizer
 
 SPACE_CONFIGS = {"cell201": "fashion_mnist_cell201", "mobilenetv3": "fashion_mnist_mbv3"}
 FASHION_MNIST_TRAIN = 55_000    # 60,000 minus the configs' val_size of 5,000
@@ -59,7 +58,8 @@ def archs(space) -> dict[str, dict]:
     return {"min": space.min(), "mid": space.sample(random.Random(1)), "max": space.max()}
 
 
-def measure(config, recipe, arch, resolution: int, variants: list[str], steps: int, warmup: int) -> dict:
+def measure(config, recipe, arch, resolution: int, variants: list[str], steps: int,
+            warmup: int = common.WARMUP) -> dict:
     """Per variant: {"ms": median ms per step, "compile_s", "variant"} on copies of one model."""
     total = recipe.train.epochs * steps_per_epoch(FASHION_MNIST_TRAIN, recipe.train.batch_size)
     batch = recipe.train.batch_size
@@ -74,20 +74,15 @@ def measure(config, recipe, arch, resolution: int, variants: list[str], steps: i
         model = model.to(memory_format=variant.memory_format).train()
         forward, optimizer = forward_of(model, variant), build_optimizer(model, recipe.train)
         x = images.contiguous(memory_format=variant.memory_format)
+        step = functools.partial(train_step, forward, model, optimizer, recipe, x, labels)
         start = time.perf_counter()
-        train_step(forward, model, optimizer, recipe, x, labels)
+        step()
         first = time.perf_counter() - start
-        for _ in range(warmup):
-            train_step(forward, model, optimizer, recipe, x, labels)
-        runs[name] = (variant, model, forward, optimizer, x, first, [])
-    for _ in range(steps):
-        for variant, model, forward, optimizer, x, first, times in runs.values():
-            start = time.perf_counter()
-            train_step(forward, model, optimizer, recipe, x, labels)
-            times.append(time.perf_counter() - start)
+        runs[name] = (variant, step, first)
+    times = common.alternating_times({name: step for name, (_, step, _) in runs.items()}, steps, warmup)
     out = {}
-    for name, (variant, _, _, _, _, first, times) in runs.items():
-        ms = 1000 * statistics.median(times)
+    for name, (variant, _, first) in runs.items():
+        ms = 1000 * statistics.median(times[name])
         out[name] = {"variant": variant.to_dict(), "ms": round(ms, 1),
                      "compile_s": round(max(0.0, first - ms / 1000), 1) if variant.compiled else 0.0,
                      "total_steps": total}
@@ -128,16 +123,16 @@ def ground_truth_cost(records: list[dict], by_size: dict[str, dict], macs: dict[
     return {name: round(h, 2) for name, h in hours.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spaces", nargs="+", default=list(SPACE_CONFIGS), choices=list(SPACE_CONFIGS))
     parser.add_argument("--sizes", nargs="+", default=["min", "mid", "max"], choices=["min", "mid", "max"])
     parser.add_argument("--variants", nargs="+", default=[*VARIANTS, "auto"], choices=[*VARIANTS, "auto"])
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps after the first")
+    parser.add_argument("--warmup", type=int, default=common.WARMUP, help="untimed steps after the first")
     parser.add_argument("--profile", nargs="*", default=[], metavar="SPACE:SIZE",
                         help="also print the top ops of eager channels_last steps of these (e.g. mobilenetv3:max)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=Path, help="also write the figures here (indented)")
     args = parser.parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); {args.steps} timed steps per variant")
     figures: dict = {}
@@ -178,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
               + profile_step(config, load_recipe(config), arch, space.input_size(arch)))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
-    return 0
+    return common.emit("standalone_speed", {"steps": args.steps, "warmup": args.warmup, "spaces": figures}, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    common.run(main)

@@ -10,27 +10,23 @@ For each `--arch` (max, min, or a YAML/JSON arch file such as a search's best.ya
 3. the gap: standalone mean minus supernet, in points.
 It prints one table row per arch, then one JSON line with everything.
 
-    python benchmarks/subnet_vs_standalone.py RUN --arch max --arch runs/RUN/search/NAME/best.yaml
+    python -m benchmarks.subnet_vs_standalone RUN --arch max --arch runs/RUN/search/NAME/best.yaml
         [--seeds 1] [--ground-truth DIR] [--recipe FILE] [--epochs N] [--workers 2] [--runs-dir runs]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nas import api  # noqa: E402
-from nas.core.arch import Arch, arch_id  # noqa: E402
-from nas.core.errors import NasError  # noqa: E402
-from nas.engine.fidelity.runner import arch_record, recipe_ground_truth  # noqa: E402
-from nas.engine.run import resolve_arch  # noqa: E402
-from nas.engine.run_dir import DEFAULT_RUNS_DIR, cpu_model  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core.arch import Arch, arch_id
+from nas.engine.fidelity.runner import arch_record, recipe_ground_truth
+from nas.engine.run import resolve_arch
+from nas.engine.run_dir import DEFAULT_RUNS_DIR
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -90,14 +86,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = {"run": str(run.dir.root), "step": run.step, "checkpoint": args.checkpoint, "seeds": args.seeds,
               "ground_truth": str(truth.folder), "recipe_digest": truth.digest, "length": truth.recipe.length(),
               "archs": rows, "trainings_now": new, "workers": args.workers,
-              "wall_s": round(time.perf_counter() - started, 1), "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d")}
-    print(json.dumps(report))
-    return report
+              "wall_s": round(time.perf_counter() - started, 1)}
+    return common.emit("subnet_vs_standalone", report, argv)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except NasError as error:      # bad input: one line, exit 2, as the nas CLI
-        print(f"subnet_vs_standalone: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
+    common.run(main)

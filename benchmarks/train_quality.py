@@ -10,7 +10,7 @@
    the supernet's label-trained max subnet), then BN-recalibrates them like the subnets and
    reports their test top-1 (seed 0 of the recipe).
 
-    python benchmarks/train_quality.py [--config fashion_mnist_mbv3] [--set k=v ...] [--runs-dir /tmp/bench]
+    python -m benchmarks.train_quality [--config fashion_mnist_mbv3] [--set k=v ...] [--runs-dir /tmp/bench]
         [--reuse-run] [--roles min mid max] [--skip-standalone] [--threads 2]
 
 `--reuse-run` evaluates an already trained `<runs-dir>/<name>` (its own config) instead of
@@ -20,36 +20,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nas import api  # noqa: E402
-from nas.core.config import load_config  # noqa: E402
-from nas.engine.fidelity.ground_truth import init_seed  # noqa: E402
-from nas.engine.fidelity.recipe import load_recipe  # noqa: E402
-from nas.engine.run_dir import cpu_model  # noqa: E402
-from nas.engine.fidelity.standalone import train_standalone  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core.config import load_config
+from nas.engine.fidelity.ground_truth import init_seed
+from nas.engine.fidelity.recipe import load_recipe
+from nas.engine.fidelity.standalone import train_standalone
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="fashion_mnist_mbv3")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE")
     parser.add_argument("--runs-dir", default="/tmp/nas-bench")
     parser.add_argument("--name", default="train_quality")
     parser.add_argument("--skip-standalone", action="store_true")
-    parser.add_argument("--threads", type=int, default=2)
+    common.threads_argument(parser, default=2)
     parser.add_argument("--reuse-run", action="store_true", help="evaluate <runs-dir>/<name> without training")
     parser.add_argument("--roles", nargs="+", default=["min", "mid", "max"], choices=["min", "mid", "max"])
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parser.parse_args(argv)
+    common.use_threads(args.threads)
     if args.reuse_run:
         run = api.load_run(args.name, args.runs_dir)
         config, wall = run.config, float("nan")
@@ -65,8 +61,7 @@ def main() -> None:
     images = state["step"] * config.train.batch_size
     result = {"config": args.config, "overrides": args.set, "epochs": config.train.epochs, "steps": state["step"],
               "wall_s": wall, "train_s": state["elapsed"], "images_per_s": images / state["elapsed"],
-              "cpu": cpu_model(), "threads": args.threads, "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d"), "history": history, "archs": {}}
+              "history": history, "archs": {}}
     recipe = load_recipe(config)
     for role, arch in run.strategy.monitored_archs().items():
         if role not in args.roles:
@@ -84,10 +79,9 @@ def main() -> None:
               f"shared {shared.top1:.4f}  standalone {entry.get('standalone_test_top1', float('nan')):.4f}",
               flush=True)
     print(f"supernet: {state['step']} steps, train {state['elapsed'] / 60:.1f} min, wall {wall / 60:.1f} min, "
-          f"{result['images_per_s']:.0f} img/s (each image passes through every subnet of its step), "
-          f"{platform.machine()} {cpu_model()}")
-    print(json.dumps(result))
+          f"{result['images_per_s']:.0f} img/s (each image passes through every subnet of its step)")
+    return common.emit("train_quality", result, argv)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

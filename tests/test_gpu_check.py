@@ -5,15 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.benchmark_scripts import load_benchmark
+from benchmarks import gpu_check
+from benchmarks.search_quality import percentage_errors
 
 
-@pytest.fixture(scope="module")
-def gpu_check():
-    return load_benchmark("gpu_check")
-
-
-def test_arguments(gpu_check):
+def test_arguments():
     args = gpu_check.parse_args([])
     assert (args.device, args.archs, args.steps, args.batch, args.out) == ("cuda:0", 30, 40, 128, None)
     args = gpu_check.parse_args(["--device", "cuda:1", "--archs", "5", "--out", "/tmp/x"])
@@ -24,15 +20,14 @@ def test_arguments(gpu_check):
 
 
 def test_percentage_errors_against_a_hand_computation():
-    errors = load_benchmark("search_quality").percentage_errors
-    result = errors([1.1, 0.9, 2.0, 3.3], [1.0, 1.0, 2.0, 3.0])     # 10%, 10%, 0%, 10%
+    result = percentage_errors([1.1, 0.9, 2.0, 3.3], [1.0, 1.0, 2.0, 3.0])     # 10%, 10%, 0%, 10%
     assert result["mape_pct"] == pytest.approx(7.5) and result["median_ape_pct"] == pytest.approx(10.0)
     for predicted, measured in (([1.0], []), ([1.0], [0.0]), ([1.0, 2.0], [1.0])):
         with pytest.raises(ValueError):
-            errors(predicted, measured)
+            percentage_errors(predicted, measured)
 
 
-def test_without_cuda_it_refuses_in_one_line(gpu_check, monkeypatch, capsys):
+def test_without_cuda_it_refuses_in_one_line(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gpu_check.main([]) == 2
     err = capsys.readouterr().err.strip()

@@ -5,11 +5,9 @@ import random
 
 import pytest
 
+from benchmarks import default_score as bench
 from estimators import EstimatorContext, build_estimator
-from tests.benchmark_scripts import load_benchmark
 from tests.conftest import make_space
-
-bench = load_benchmark("default_score")
 
 
 def test_the_split_puts_one_of_each_macs_neighbour_pair_in_each_half_and_is_seeded():

@@ -5,9 +5,7 @@ import json
 import random
 import statistics
 
-from tests.benchmark_scripts import load_benchmark
-
-bench = load_benchmark("finalists_gain")
+from benchmarks import finalists_gain as bench
 
 
 def test_the_ground_truth_is_the_mean_of_each_arch_s_seeds(tmp_path):

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import search_regret
 from estimators.base import Estimator
 from nas import api
 from nas.core.arch import arch_id
 from nas.core.registry import ESTIMATORS, Entry, NoOptions
-from tests.benchmark_scripts import load_benchmark
 from tests.nas.safety import copy_run
 
 @pytest.fixture(scope="module")
 def regret():
-    return load_benchmark("search_regret")
+    return search_regret
 
 
 def test_each_score_is_compared_with_random_archs_trained_the_same_way(regret, trained, tmp_path, capsys):

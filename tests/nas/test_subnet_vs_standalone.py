@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import subnet_vs_standalone
 from nas import api
 from nas.core.arch import arch_id
-from tests.benchmark_scripts import BENCHMARKS, load_benchmark
 from tests.nas.safety import copy_run
 
-SCRIPT = BENCHMARKS / "subnet_vs_standalone.py"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def compare():
-    return load_benchmark("subnet_vs_standalone")
+    return subnet_vs_standalone
 
 
 def test_each_arch_is_scored_in_the_supernet_and_trained_alone(compare, trained, tmp_path, capsys):
@@ -57,8 +57,8 @@ def test_each_arch_is_scored_in_the_supernet_and_trained_alone(compare, trained,
 
 def test_a_missing_arch_file_is_one_line_naming_the_argument(trained, tmp_path):
     runs = copy_run(trained, "tiny", tmp_path / "runs")
-    done = subprocess.run([sys.executable, str(SCRIPT), "tiny", "--runs-dir", str(runs), "--arch",
-                           str(tmp_path / "nope.yaml")], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.subnet_vs_standalone", "tiny", "--runs-dir", str(runs),
+                           "--arch", str(tmp_path / "nope.yaml")], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [f"subnet_vs_standalone: --arch: {tmp_path / 'nope.yaml'}: no such "
                                                 "file (give max, min or a YAML/JSON arch file)"]

@@ -64,7 +64,7 @@ class DefaultScore:
                 f"{grades}{compared}; benchmarks/default_score.py")
 
 
-# From `python benchmarks/default_score.py --scores FILE --run cell201=RUN` (2026-12-03; RUN: the shipped
+# From `python -m benchmarks.default_score --scores FILE --run cell201=RUN` (2026-12-03; RUN: the shipped
 # fashion_mnist_cell201 trained 1,716 steps; no trained MobileNetV3 supernet was ready to compare).
 # Specs in their canonical spelling (`estimators.canonical_spec`), as searches record them.
 DEFAULT_SCORES: dict[str, DefaultScore] = {

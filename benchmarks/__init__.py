@@ -1,0 +1,65 @@
+"""The benchmarks: one module each, run from the repository root as `python -m benchmarks.NAME`.
+
+`BENCHMARKS` lists every benchmark with the commands BENCHMARKS.md runs and the cost class of
+each on the reference machine (2 vCPUs, no GPU): "seconds" (under a minute), "minutes" (under
+half an hour), "hours". `python -m benchmarks` prints the list; `python -m benchmarks --run`
+(`make bench`) prints it, then runs every seconds- and minutes-class command that needs nothing
+a fresh clone lacks (a trained run, a GPU). `benchmarks/common.py` holds what they share.
+A new benchmark adds its module and its entry here (tests/test_benchmarks.py checks both).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COSTS = ("seconds", "minutes", "hours")
+QUICK = ("seconds", "minutes")      # what `make bench` runs
+
+
+@dataclass(frozen=True)
+class Command:
+    """One way to run a benchmark: the arguments after `python -m benchmarks.NAME`, its cost class,
+    and what it needs that a fresh clone lacks ("" when nothing: `make bench` may run it)."""
+
+    cost: str
+    args: str = ""
+    needs: str = ""
+
+    def __post_init__(self) -> None:
+        if self.cost not in COSTS:
+            raise ValueError(f"cost: {self.cost!r} is not one of {', '.join(COSTS)}")
+
+    @property
+    def quick(self) -> bool:
+        return self.cost in QUICK and not self.needs
+
+
+RUN = "a trained run (RUN)"
+
+BENCHMARKS: dict[str, tuple[Command, ...]] = {
+    "elastic_overhead": (Command("minutes", "--space mobilenetv3"), Command("minutes", "--space vit"),
+                         Command("minutes", "--space cell201")),
+    "ddp_overhead": (Command("minutes"),),
+    "mixture_overhead": (Command("minutes", "--config fashion_mnist_vit_mos --steps 10"),),
+    "few_shot_overhead": (Command("minutes", "--config fashion_mnist_cell201_gm --steps 10"),),
+    "estimator_cost": (Command("minutes"),),
+    "estimator_ranking": (Command("minutes", "--ground-truth benchmarks/ground_truth --config fashion_mnist_cell201 "
+                                             "--archs 24 --seeds 2"),),
+    "default_score": (Command("minutes", "--ground-truth benchmarks/ground_truth"),
+                      Command("minutes", "--ground-truth benchmarks/ground_truth --run cell201=RUN", needs=RUN)),
+    "data_throughput": (Command("minutes", "--skip memory"), Command("minutes", "--skip throughput")),
+    "reliability": (Command("minutes", "--parts inputs"),
+                    Command("minutes", "--kills 6 --seed 0 --parts train,search,export")),
+    "shiftnas_probe": (Command("minutes"),),
+    "gpu_check": (Command("minutes", needs="a CUDA GPU"),),
+    "search_quality": (Command("hours", "RUN", needs=RUN),),
+    "finalists_gain": (Command("hours", "RUN benchmarks/ground_truth/cell201-1c4fd9d48cb1/9c00f91f87-e4 "
+                                        "--out rows.jsonl", needs=RUN),),
+    "search_regret": (Command("hours", "RUN --budget 50%", needs=RUN),
+                      Command("hours", "RUN --crowd benchmarks/ground_truth --budget 35%,50%,75% --search-seeds 0,1 "
+                                       "--scores auto,supernet --finalists 4 --workers 2", needs=RUN)),
+    "subnet_vs_standalone": (Command("hours", "RUN --arch max --arch min", needs=RUN),),
+    "ranking": (Command("hours", "--ground-truth DIR --config fashion_mnist_cell201 --workers 2"),),
+    "standalone_speed": (Command("hours"),),
+    "train_quality": (Command("hours"),),
+    "distill_ablation": (Command("hours"),),
+}
