@@ -36,14 +36,14 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from benchmarks import common
 
-from nas.core.arch import arch_id  # noqa: E402
-from nas.engine.fidelity.rank_stats import spearman_rho  # noqa: E402
-from nas.engine.searching.latency import DeviceRecord  # noqa: E402
-from nas.engine.searching.latency_fit import (  # noqa: E402
+from nas.core.arch import arch_id
+from nas.engine.fidelity.rank_stats import spearman_rho
+from nas.engine.searching.latency import DeviceRecord
+from nas.engine.searching.latency_fit import (
     FOLDS,
     LayerGroups,
     find_groups,
@@ -55,10 +55,10 @@ from nas.engine.searching.latency_fit import (  # noqa: E402
     needed_timings,
     nonnegative_lstsq,
 )
-from nas.engine.searching.latency_archs import ArchLatencyTable  # noqa: E402
-from nas.engine.searching.latency_timings import Timings  # noqa: E402
-from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search  # noqa: E402
-from search_spaces.cell201 import (  # noqa: E402
+from nas.engine.searching.latency_archs import ArchLatencyTable
+from nas.engine.searching.latency_timings import Timings
+from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
+from search_spaces.cell201 import (
     EDGES,
     OPERATIONS,
     Cell201Options,
@@ -214,7 +214,7 @@ def budget_search(space: Cell201Space, groups: LayerGroups, rows: list[dict], de
             "trials": trials, "answers": answers}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--ks", type=int, nargs="+", default=[10, 20, 50, 100])
@@ -228,7 +228,7 @@ def main() -> int:
     parser.add_argument("--search-seeds", type=int, default=3)
     parser.add_argument("--search-trials", type=int, default=100)
     parser.add_argument("--skip-fits", action="store_true", help="only the budget search")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not Path(args.data).is_file():
         print(f"no {args.data}: the shared NAS-Bench-201 latency file is needed", file=sys.stderr)
         return 2
@@ -302,9 +302,8 @@ def main() -> int:
                "search": search}
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=1))
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("results", "search")}))
-    return 0
+    return common.emit("latency_fit", {k: v for k, v in summary.items() if k not in ("results", "search")}, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    common.run(main)

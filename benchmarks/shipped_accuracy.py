@@ -11,7 +11,7 @@ at least `--min-seeds` seeds under any `--ground-truth` root):
    the min subnet's inherited accuracy beside it.
 It prints the tables, then one JSON line with everything.
 
-    python benchmarks/shipped_accuracy.py RUN --ground-truth benchmarks/ground_truth \\
+    python -m benchmarks.shipped_accuracy RUN --ground-truth benchmarks/ground_truth \\
         --ground-truth benchmarks/ground_truth_searched [--bins 1.5M,3M,5M] \\
         [--finetune-archs ID,ID,... --finetune 20% --lr 0.03 [--distill]] [--runs-dir runs]
 """
@@ -20,22 +20,20 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nas import api  # noqa: E402
-from nas.core.amounts import parse_amount  # noqa: E402
-from nas.core.arch import arch_id  # noqa: E402
-from nas.core.config import FinetuneConfig  # noqa: E402
-from nas.core.errors import NasError  # noqa: E402
-from nas.core.ranks import kendall_tau_b  # noqa: E402
-from nas.engine.export.finetune import finetune_subnet  # noqa: E402
-from nas.engine.fidelity.runner import recipe_ground_truth  # noqa: E402
-from nas.engine.run_dir import DEFAULT_RUNS_DIR, cpu_model  # noqa: E402
+from benchmarks import common
+from nas import api
+from nas.core.amounts import parse_amount
+from nas.core.arch import arch_id
+from nas.core.config import FinetuneConfig
+from nas.core.errors import NasError
+from nas.core.ranks import kendall_tau_b
+from nas.engine.export.finetune import finetune_subnet
+from nas.engine.fidelity.runner import recipe_ground_truth
+from nas.engine.run_dir import DEFAULT_RUNS_DIR
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -132,14 +130,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = {"run": str(run.dir.root), "step": run.step, "checkpoint": args.checkpoint, "archs": rows,
               "bins": per_bin, "kendall_tau": tau, "min_subnet": {"arch_id": arch_id(smallest), "test_top1": min_test},
               "finetune": {"length": args.finetune, "lr": args.lr, "distill": args.distill}, "finetuned": tuned_rows,
-              "wall_s": round(time.perf_counter() - started, 1), "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d")}
-    print(json.dumps(report))
-    return report
+              "wall_s": round(time.perf_counter() - started, 1)}
+    return common.emit("shipped_accuracy", report, argv)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except NasError as error:      # bad input: one line, exit 2, as the nas CLI
-        print(f"shipped_accuracy: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
+    common.run(main)
