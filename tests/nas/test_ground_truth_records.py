@@ -27,7 +27,7 @@ def _record() -> tuple[dict, Expected]:
     arch = {"a": 1}
     record = {"arch_id": arch_id(arch), "arch": arch, "seed": 1, "train_seed": 3, "macs": 100, "params": 10,
               "test_top1": 0.5, "test_top5": 0.9, "steps": 8, "seconds": 1.5, "threads": 1, "torch": "2.x"}
-    return record, Expected(arch, 1, 3, 100, 10)
+    return record, Expected(arch, 1, 3, 100, 10, 8)
 
 
 @pytest.mark.parametrize("change, problem", [
@@ -49,6 +49,7 @@ def _record() -> tuple[dict, Expected]:
     ({"train_seed": 4}, "'train_seed' is 4, this file's (arch, seed) has 3"),
     ({"macs": 101}, "'macs' is 101, this file's (arch, seed) has 100"),
     ({"params": 11}, "'params' is 11, this file's (arch, seed) has 10"),
+    ({"steps": 9}, "'steps' is 9, this file's recipe trains 8 steps"),
     ({"torch": 2}, "'torch' must be a string, got 2"),
     ({"memory_format": "nhwc"}, "'memory_format' must be 'channels_last' or 'contiguous', got 'nhwc'"),
     ({"compiled": 1}, "'compiled' must be true or false, got 1"),
@@ -75,19 +76,22 @@ def test_a_record_says_how_it_was_trained_and_older_ones_without_it_stay_valid(t
 
 
 def test_the_committed_ground_truths_are_valid():
-    """The records shipped in benchmarks/ground_truth pass the check against today's costs."""
+    """The records shipped in benchmarks/ground_truth* pass the check against today's costs and lengths."""
     checked = 0
-    for folder in sorted((REPO / "benchmarks" / "ground_truth").glob("*-*/*-*")):
+    for folder in sorted(REPO.glob("benchmarks/ground_truth*/*-*/*-*")):
         recipe = json.loads((folder / "recipe.json").read_text())
         space = api.build_space(_config_with_space(recipe["space"]))
+        train, data = recipe["train"], recipe["data"]
+        assert data["name"] == "fashion_mnist" and data["train_size"] is None   # 60,000 training images
+        steps = train["steps"] or train["epochs"] * ((60_000 - data["val_size"]) // train["batch_size"])
         for path in sorted(folder.glob("*-s*.json")):
             record = json.loads(path.read_text())
             arch = space.canonical(record["arch"])
             macs, params = space.costs(arch)
-            expected = Expected(arch, record["seed"], recipe["train"]["seed"] + record["seed"], macs, params)
+            expected = Expected(arch, record["seed"], train["seed"] + record["seed"], macs, params, steps)
             assert record_problem(record, expected) is None, path
             checked += 1
-    assert checked >= 100
+    assert checked >= 150
 
 
 def _config_with_space(space: dict):
@@ -108,6 +112,7 @@ def _corrupt(folder: Path, change) -> Path:
     ("missing", lambda r: r.pop("macs"), "no 'macs'"),
     ("out of range", lambda r: r.update(test_top1=1.5), "'test_top1' must be a fraction in [0, 1], got 1.5"),
     ("wrong type", lambda r: r.update(params=str(r["params"])), "'params' must be an integer >= 1, got '"),
+    ("another length", lambda r: r.update(steps=r["steps"] + 1), "'steps' is "),
 ])
 def test_an_invalid_record_is_set_aside_with_one_line_and_retrained(trained, tmp_path, capsys, name, change,
                                                                       problem):

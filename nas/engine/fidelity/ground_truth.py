@@ -25,8 +25,8 @@ worker trains in this process, also on one thread, so both give the same numbers
 
 A record is used only when valid field by field (`nas.engine.fidelity.ground_truth_records`: every
 field present, of its type and range, naming this file's arch and seeds with the arch's
-analytic MACs and params). An invalid one (cut short, written by another version, edited
-by hand) is retrained: the process that claims its training moves it to
+analytic MACs and params and the recipe's optimiser steps). An invalid one (cut short, written
+by another version, edited by hand) is retrained: the process that claims its training moves it to
 `<arch_id>-s<k>.json.invalid` (kept for inspection), says so in one line naming the file, and
 writes a fresh result. A shared cache thus heals itself without waiting for whoever may
 delete the file, and no wrong number reaches a statistic; in a folder this user cannot
@@ -35,6 +35,7 @@ write, the record is refused with one line naming it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import multiprocessing
 import signal
@@ -62,7 +63,7 @@ from nas.core.locks import Claims
 from nas.core.processes import exit_with_parent
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
-from nas.engine.fidelity.standalone import train_standalone
+from nas.engine.fidelity.standalone import total_steps, train_standalone
 from search_spaces.base import ArchSpace
 
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
@@ -82,12 +83,14 @@ class Task:
     resolution: int
     macs: int
     params: int
+    steps: int
     path: Path
     make_model: ModelFactory
 
     def expected(self) -> Expected:
         """What its cache record must say (`nas.engine.fidelity.ground_truth_records`)."""
-        return Expected(self.arch, self.seed, self.recipe.train.seed + self.seed, self.macs, self.params)
+        return Expected(self.arch, self.seed, self.recipe.train.seed + self.seed, self.macs, self.params,
+                        self.steps)
 
 
 class GroundTruth:
@@ -107,9 +110,14 @@ class GroundTruth:
         """The stored result of (arch, seed), or None (also for an unreadable or invalid file)."""
         return _read_result(self.task(arch, seed))
 
+    @functools.cached_property
+    def steps(self) -> int:
+        """The optimiser steps of the recipe (its data source is loaded once per process)."""
+        return total_steps(self.recipe, recipe_source(self.recipe.data))
+
     def task(self, arch: Arch, seed: int) -> Task:
         macs, params = self.space.costs(arch)
-        return Task(self.config, self.recipe, arch, seed, self.space.input_size(arch), macs, params,
+        return Task(self.config, self.recipe, arch, seed, self.space.input_size(arch), macs, params, self.steps,
                     self.path(arch, seed), self.make_model)
 
     def collect(self, archs: Sequence[Arch], seeds: int, workers: int,

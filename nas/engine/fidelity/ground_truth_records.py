@@ -1,7 +1,8 @@
 """The fields of a ground-truth cache record (`nas.engine.fidelity.ground_truth`), checked one by one on read.
 
 A record is trusted only when every field a training writes is present, of its type and in
-its range, and names the (arch, seed) its file stands for, with the arch's analytic costs:
+its range, and names the (arch, seed) its file stands for, with the arch's analytic costs and
+the optimiser steps its recipe trains (a record of another length is another training):
 a cache shared by several users (or copied from elsewhere) may hold files written by another
 version, cut short, or edited by hand, and a wrong number in one would silently move every
 statistic computed from it.
@@ -29,6 +30,7 @@ class Expected:
     train_seed: int
     macs: int
     params: int
+    steps: int
 
 
 def _is_int(value: Any, low: int) -> bool:
@@ -72,6 +74,8 @@ def _field_problem(record: Mapping[str, Any], expected: Expected) -> str | None:
     for key, value in want.items():
         if record[key] != value:
             return f"'{key}' is {json_text(record[key])}, this file's (arch, seed) has {value}"
+    if record["steps"] != expected.steps:
+        return f"'steps' is {record['steps']}, this file's recipe trains {expected.steps} steps"
     return None
 
 
