@@ -455,7 +455,7 @@ def test_every_estimator_is_reported_against_the_ground_truth(runs, tmp_path, ca
     for name, row in stats.items():
         scores = [r["estimators"][name] for r in records]
         assert set(row) == {"archs", "kendall_tau", "kendall_tau_ci90", "within_bin_tau", "within_bin_tau_ci90",
-                            "top_k_overlap"}
+                            "within_bin_pairs", "top_k_overlap"}
         assert row["kendall_tau"] == pytest.approx(brute_tau_b(scores, alone))
         assert row["within_bin_tau"] == pytest.approx(brute_within_bin_tau(scores, alone, bins))
         assert row["top_k_overlap"] == top_k_overlap(scores, alone, 1)
