@@ -142,3 +142,27 @@ def test_a_truncated_record_is_retrained_too(trained, tmp_path, capsys):
     again = api.ground_truth(load_config(tiny_config()), copy, archs=2, epochs=1, progress=False)
     assert again.new == 1 and "not readable as JSON" in capsys.readouterr().err
     assert [r["standalone_test_top1"] for r in again.records] == [r["standalone_test_top1"] for r in first.records]
+
+
+def test_a_finished_result_wins_over_the_claim_a_killed_process_left_beside_it(trained, tmp_path):
+    """`kill -9` between writing a result and releasing its claim leaves both: the result is
+    reused, the dead holder's claim (and saved state) removed; a live holder's claim is left."""
+    import dataclasses
+
+    from nas.core.processes import this_process
+    from tests.nas.test_processes import gone_pid
+
+    folder, first = trained
+    copy = tmp_path / "truth"
+    shutil.copytree(folder, copy)
+    results = sorted((copy / first.dir.relative_to(folder)).glob("*-s0.json"))
+    dead, live = (path.with_suffix(".lock") for path in results)
+    dead.write_text(f"{dataclasses.replace(this_process(), pid=gone_pid()).to_text()} token=killed\n")
+    partial = results[0].with_name(results[0].stem + ".partial.pt")
+    partial.write_bytes(b"state saved before the result")
+    live.write_text(f"{this_process().to_text()} token=another-measurement\n")
+    again = api.ground_truth(load_config(tiny_config()), copy, archs=2, epochs=1, progress=False)
+    assert again.new == 0
+    assert [r["standalone_test_top1"] for r in again.records] == [r["standalone_test_top1"] for r in first.records]
+    assert not dead.exists() and not partial.exists()
+    assert live.read_text().endswith("token=another-measurement\n")

@@ -11,7 +11,9 @@ recipe and the seed, and every run on one space shares it:
                                "test_top1", "test_top5", "steps", "seconds", "memory_format",
                                "compiled", "threads", "torch"} (the two variant fields since
                                `train.accelerate`; older records ran eager, `nas.engine.fidelity.variant`)
-        <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.core.locks.Claims`)
+        <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.core.locks.Claims`);
+                               one a killed process left beside a finished result is removed
+                               once its holder is judged dead (the result wins either way)
         <arch_id>-s<k>.partial.pt  while it trains: its state every 5 minutes, to resume from
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
@@ -149,6 +151,9 @@ class GroundTruth:
         with tqdm(total=len(tasks), desc=f"standalone {self.folder.name}", unit="training", file=sys.stderr,
                   disable=not progress or not tasks, dynamic_ncols=True) as bar, \
                 stop_on_sigterm(self.folder), Claims() as claims, _Pool(workers, len(tasks)) as pool:
+            for arch in archs:
+                for seed in found[arch_id(arch)]:
+                    drop_stale_claim(claims, self.path(arch, seed))
             for task, result, ours in _schedule(tasks, pool, claims):
                 results = found[arch_id(task.arch)]
                 results[task.seed] = result
@@ -190,6 +195,20 @@ def train_task(task: Task) -> dict[str, Any]:
 def partial_path(result: Path) -> Path:
     """Where the training of the result file `result` keeps its state to resume from."""
     return result.with_name(f"{result.stem}.partial.pt")
+
+
+def claim_path(result: Path) -> Path:
+    """The claim file of the training of the result file `result`."""
+    return result.with_suffix(".lock")
+
+
+def drop_stale_claim(claims: Claims, result: Path) -> None:
+    """Remove the claim (and saved state) that a process killed after writing the finished
+    `result` left beside it, when its holder is judged dead; a live holder's claim is left to it."""
+    claim = claim_path(result)
+    if claim.exists() and claims.try_take(claim):
+        partial_path(result).unlink(missing_ok=True)
+        claims.release(claim)
 
 
 @contextlib.contextmanager
@@ -300,7 +319,7 @@ def _schedule(tasks: Sequence[Task], pool: _Pool, claims: Claims, poll_s: float 
     running: dict[Future, Task] = {}
 
     def claim(task: Task) -> Path:
-        return task.path.with_suffix(".lock")
+        return claim_path(task.path)
 
     while waiting or running:
         for task in list(waiting):
@@ -317,6 +336,7 @@ def _schedule(tasks: Sequence[Task], pool: _Pool, claims: Claims, poll_s: float 
                     continue
                 claims.release(claim(task))
             if result is not None:
+                drop_stale_claim(claims, task.path)      # its writer may have been killed before releasing
                 waiting.remove(task)
                 yield task, result, False
         if running:
