@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import multiprocessing
 import signal
 import sys
 import threading
@@ -62,7 +61,7 @@ from nas.core.schema import to_plain
 from nas.engine.data.build import build_source
 from nas.engine.data.sources import DataSource
 from nas.core.locks import Claims
-from nas.core.processes import exit_with_parent
+from nas.core.processes import worker_pool
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.fidelity.standalone import total_steps, train_standalone
@@ -221,12 +220,6 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _init_worker() -> None:
-    """A training worker: one thread; gone with its parent."""
-    exit_with_parent()
-    torch.set_num_threads(1)
-
-
 def _load_result(task: Task) -> tuple[dict[str, Any] | None, str | None]:
     """(the valid record of `task`, None), or (None, why its file is invalid), or (None, None)
     without a file."""
@@ -293,8 +286,7 @@ class _Pool:
             return future
         with _starting():     # submit starts the worker processes it needs
             if self.executor is None:
-                context = multiprocessing.get_context("spawn")
-                self.executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init_worker)
+                self.executor = worker_pool(self.workers)
             return self.executor.submit(train_task, task)
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
