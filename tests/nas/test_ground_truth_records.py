@@ -1,6 +1,7 @@
 """Ground-truth cache records are checked field by field on read: an invalid one is set aside and retrained."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -72,7 +73,8 @@ def test_a_record_says_how_it_was_trained_and_older_ones_without_it_stay_valid(t
     record, expected = _record()
     assert "compiled" not in record and record_problem(record, expected) is None
     for memory_format, compiled in (("contiguous", True), ("channels_last", False)):
-        assert record_problem({**record, "memory_format": memory_format, "compiled": compiled}, expected) is None
+        assert record_problem({**record, "memory_format": memory_format, "compiled": compiled},
+                              dataclasses.replace(expected, compiled=compiled)) is None
 
 
 def test_the_committed_ground_truths_are_valid():
@@ -166,3 +168,28 @@ def test_a_finished_result_wins_over_the_claim_a_killed_process_left_beside_it(t
     assert [r["standalone_test_top1"] for r in again.records] == [r["standalone_test_top1"] for r in first.records]
     assert not dead.exists() and not partial.exists()
     assert live.read_text().endswith("token=another-measurement\n")
+
+
+def test_compiled_and_eager_trainings_are_kept_apart(trained):
+    """A compiled training's numbers differ from an eager one's (by up to 0.5 points on short
+    runs): a recipe that compiles never reuses an eager record, nor the other way round."""
+    from nas.engine.fidelity.runner import recipe_ground_truth
+
+    folder, first = trained
+    config = load_config(tiny_config())
+    space = api.build_space(config)
+    archs = [space.min(), space.max()]
+
+    def truth(accelerate: str):
+        cfg = load_config({**tiny_config(), "train": {**tiny_config()["train"], "accelerate": accelerate}})
+        return recipe_ground_truth(cfg, space, api.standalone_model, folder, None, 1)
+
+    eager, compiled = truth("eager"), truth("compiled")
+    assert eager.folder == compiled.folder == first.dir        # one recipe digest: same folder, other files
+    assert all(eager.cached(a, 0) is not None and compiled.cached(a, 0) is None for a in archs)
+    assert compiled.path(archs[0], 0) == first.dir / "compiled" / eager.path(archs[0], 0).name
+    record, expected = _record()
+    assert record_problem({**record, "compiled": True}, expected) == (
+        "'compiled' is true, this file's training runs eager (compiled ones are kept in compiled/)")
+    assert record_problem({**record, "compiled": False}, dataclasses.replace(expected, compiled=True)) == (
+        "'compiled' is false, this file's training runs compiled")

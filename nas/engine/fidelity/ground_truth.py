@@ -15,6 +15,11 @@ recipe and the seed, and every run on one space shares it:
                                one a killed process left beside a finished result is removed
                                once its holder is judged dead (the result wins either way)
         <arch_id>-s<k>.partial.pt  while it trains: its state every 5 minutes, to resume from
+        compiled/              the same files of trainings that run compiled (`train.accelerate`,
+                               `nas.engine.fidelity.variant`): `torch.compile`'s kernels move a
+                               result by up to 0.5 points on short runs, so a compiled training
+                               and an eager one are two measurements (the digest ignores
+                               `accelerate`, so records trained eager before this split stay valid)
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
 initialises from `derive_seed(that seed, "standalone-init", arch_id)`. Each result is written
@@ -45,7 +50,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,7 @@ from nas.core.processes import worker_pool
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.fidelity.standalone import total_steps, train_standalone
+from nas.engine.fidelity.variant import choose_variant, may_compile
 from search_spaces.base import ArchSpace
 
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
@@ -85,13 +91,14 @@ class Task:
     macs: int
     params: int
     steps: int
+    compiled: bool
     path: Path
     make_model: ModelFactory
 
     def expected(self) -> Expected:
         """What its cache record must say (`nas.engine.fidelity.ground_truth_records`)."""
         return Expected(self.arch, self.seed, self.recipe.train.seed + self.seed, self.macs, self.params,
-                        self.steps)
+                        self.steps, self.compiled)
 
 
 class GroundTruth:
@@ -103,9 +110,19 @@ class GroundTruth:
         self.space_section = to_plain(config.space)
         self.digest = recipe.digest(space=self.space_section)
         self.folder = Path(root) / f"{space.name}-{space.fingerprint()}" / f"{self.digest}-{recipe.length()}"
+        self._compiled: dict[str, bool] = {}
 
     def path(self, arch: Arch, seed: int) -> Path:
-        return self.folder / f"{arch_id(arch)}-s{seed}.json"
+        return (self.folder / "compiled" if self.compiled(arch) else self.folder) / f"{arch_id(arch)}-s{seed}.json"
+
+    def compiled(self, arch: Arch) -> bool:
+        """Whether `arch` trains compiled under the recipe (`choose_variant` on one thread, as every
+        training runs; the model is built only when the rule may compile)."""
+        if arch_id(arch) not in self._compiled:
+            train = self.recipe.train
+            self._compiled[arch_id(arch)] = may_compile(train, self.steps, 1) and choose_variant(
+                self.make_model(self.config, arch, 0), train, self.steps, 1).compiled
+        return self._compiled[arch_id(arch)]
 
     def cached(self, arch: Arch, seed: int) -> dict[str, Any] | None:
         """The stored result of (arch, seed), or None (also for an unreadable or invalid file)."""
@@ -119,7 +136,7 @@ class GroundTruth:
     def task(self, arch: Arch, seed: int) -> Task:
         macs, params = self.space.costs(arch)
         return Task(self.config, self.recipe, arch, seed, self.space.input_size(arch), macs, params, self.steps,
-                    self.path(arch, seed), self.make_model)
+                    self.compiled(arch), self.path(arch, seed), self.make_model)
 
     def collect(self, archs: Sequence[Arch], seeds: int, workers: int,
                 on_arch: Callable[[Arch, list[dict[str, Any]]], None], progress: bool = False) -> int:
@@ -145,6 +162,8 @@ class GroundTruth:
         # dearest first: the last trainings to finish are short ones (workers end together)
         for arch in sorted(archs, key=lambda a: (-self.space.macs(a), arch_id(a))):
             tasks += [self.task(arch, k) for k in range(seeds) if k not in found[arch_id(arch)]]
+        for folder in {task.path.parent for task in tasks}:
+            folder.mkdir(exist_ok=True)
         from tqdm import tqdm
         trained = 0
         with tqdm(total=len(tasks), desc=f"standalone {self.folder.name}", unit="training", file=sys.stderr,
@@ -177,7 +196,8 @@ def init_seed(train_seed: int, arch: Arch) -> int:
 
 def train_task(task: Task) -> dict[str, Any]:
     """Train one (arch, seed), write its cache file atomically, return its result."""
-    recipe = task.recipe
+    # the variant its file stands for (the rule gives it anyway: this only makes it certain)
+    recipe = replace(task.recipe, train=replace(task.recipe.train, accelerate="compiled" if task.compiled else "eager"))
     train_seed = recipe.train.seed + task.seed
     model = task.make_model(task.config, task.arch, init_seed(train_seed, task.arch))
     partial = partial_path(task.path)
