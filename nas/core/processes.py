@@ -20,9 +20,14 @@ import functools
 import os
 import socket
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    # imported on use only: it imports multiprocessing.util, whose exit handler, registered before
+    # torch's, would run after torch has flagged the exit, when a streamed source's DataLoader
+    # workers no longer stop (torch skips their shutdown then) and the exit waits for them forever
+    from concurrent.futures import ProcessPoolExecutor
 
 _PLACE_KEYS = ("host", "boot", "pidns")
 _DEAD_STATES = ("Z", "X")     # zombie, dead: exited, only waiting to be reaped
@@ -177,6 +182,7 @@ def worker_pool(workers: int, initializer: Callable[..., None] | None = None,
     uses it needs an `if __name__ == "__main__":` guard (spawn imports the main module).
     """
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
                                initargs=(os.getpid(), initializer, initargs))

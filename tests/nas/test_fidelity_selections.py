@@ -78,3 +78,13 @@ def test_the_committed_ground_truth_records_the_selections_it_holds():
     # so --archs 96 --extends 48 grows the 48 trained archs, not the plain 48-arch selection
     plain = set(_ids(select_archs(space, 48)))
     assert len(plain & set(record[1]["arch_ids"])) < 24
+
+
+def test_planning_on_a_ground_truth_it_may_only_read_records_nothing(measure, tmp_path):
+    from tests.nas.safety import read_only
+
+    space, measured = measure
+    folder = measured(4, 2).truth.folder.parent.parent     # the root holding the space's folders
+    with read_only(folder):
+        again = measured(6, 4, folder)      # a script reading the ground truth, e.g. to rank estimators
+    assert again.extends == "4-ext2" and not (again.truth.folder / "selections" / "6-ext4-ext2.json").exists()

@@ -11,6 +11,7 @@ M-arch selections and no plain one must be named by their lineage (`--extends 48
 """
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,8 +68,15 @@ def grown_name(count: int, extends: str | None) -> str:
 
 
 def record(folder: Path, name: str, seed: int, arch_ids: Sequence[str]) -> None:
-    """Record that the ground truth `folder` measures the selection `name` (once; atomic)."""
+    """Record that the ground truth `folder` measures the selection `name` (once, atomically,
+    when a measurement plans it). A folder this user may only read (a script that reads a
+    ground truth without training) gets no record: nothing can grow there anyway."""
     path = _path(folder, name, seed)
-    if not path.is_file():
+    if path.is_file():
+        return
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, {"selection": name, "selection_seed": seed, "arch_ids": list(arch_ids)})
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
