@@ -13,7 +13,8 @@ seeds) as the ceiling, and one JSON line.
     python -m benchmarks.estimator_ranking --ground-truth DIR --config fashion_mnist_cell201 --archs 24 --seeds 2
         [--extends M]
 
-`--extends M`: the archs of `nas fidelity --archs N --extends M` (the M-arch selection grown to N).
+`--extends M`: the archs of `nas fidelity --archs N --extends M` (the M-arch selection grown to N;
+M may be a lineage like 48-ext24).
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", default="fashion_mnist_cell201", help="config whose space and recipe to use")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--archs", type=int, default=24)
-    parser.add_argument("--extends", type=int, metavar="M", help="the --archs selection grown from M archs")
+    parser.add_argument("--extends", metavar="M", help="the --archs selection grown from M archs (M, or a "
+                        "lineage like 48-ext24, as nas fidelity --extends)")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--estimators", metavar="A,B,...", help="default: every cheap estimator but supernet")
     parser.add_argument("--init-seeds", type=int, default=3)

@@ -40,7 +40,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", default="fashion_mnist_cell201", help="config whose space and recipe to use")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--archs", type=int, help="archs to measure (default 30 on cell201, else 16)")
-    parser.add_argument("--extends", type=int, metavar="M", help="grow the M-arch selection to --archs")
+    parser.add_argument("--extends", metavar="M", help="grow the M-arch selection to --archs (M, or a lineage "
+                        "like 48-ext24, as nas fidelity --extends)")
     parser.add_argument("--epochs", type=int, help="standalone epochs (default: the config's)")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--recipe", help="YAML overrides of the config's train:/data: sections")

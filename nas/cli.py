@@ -413,9 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
     fidelity.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
     fidelity.add_argument("--archs", type=int, default=16,
                           help="archs to measure, stratified over the MACs range, min and max included (default 16)")
-    fidelity.add_argument("--extends", type=int, metavar="M",
+    fidelity.add_argument("--extends", metavar="M",
                           help="grow the M-arch selection to --archs: its M archs (and their cached trainings) "
-                               "are kept, the others fill the MACs range where it is thinnest")
+                               "are kept, the others fill the MACs range where it is thinnest; M: the M-arch "
+                               "selection the ground truth measured (the grown one when it was grown, see "
+                               "its selections/ folder), or a lineage like 48-ext24 (48 grown from 24)")
     fidelity.add_argument("--epochs", type=int,
                           help="standalone training epochs (default: the recipe's, i.e. the run's own)")
     fidelity.add_argument("--seeds", type=int, default=1,

@@ -10,14 +10,24 @@ The process start time (clock ticks since boot) tells a reused pid from its firs
 On disk an identity is one line of `key=value` words (`pid=12 host=h boot=... pidns=... start=...`),
 or a dict with those keys in a JSON record; a record written before these fields existed
 parses to None, and its holder is judged by other means (its heartbeat).
+
+`worker_pool` starts the spawned worker processes of every pool (search workers, finalists,
+ground-truth trainings): one torch thread each, gone with their parent.
 """
 from __future__ import annotations
 
 import functools
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    # imported on use only: it imports multiprocessing.util, whose exit handler, registered before
+    # torch's, would run after torch has flagged the exit, when a streamed source's DataLoader
+    # workers no longer stop (torch skips their shutdown then) and the exit waits for them forever
+    from concurrent.futures import ProcessPoolExecutor
 
 _PLACE_KEYS = ("host", "boot", "pidns")
 _DEAD_STATES = ("Z", "X")     # zombie, dead: exited, only waiting to be reaped
@@ -139,18 +149,21 @@ def alive(identity: ProcessIdentity) -> bool:
     return pid_alive(identity.pid, identity.start)
 
 
-def exit_with_parent(poll_s: float = 0.5) -> None:
-    """Make the calling process (a spawned worker) exit as soon as its parent has died.
+def exit_with_parent(parent: int, poll_s: float = 0.5) -> None:
+    """Make the calling process (a spawned worker) exit as soon as its parent `parent` has died.
 
     A pool's worker outlives a parent killed by a signal it does not handle (SIGKILL, or
     SIGTERM in a process without a handler), and would go on using a core, or sit idle,
-    holding its claims. A daemon thread watches the parent pid (a dead parent's children are
-    handed to another process) and ends this process with exit code 1.
+    holding its claims. A dead parent's children are handed to another process, so a daemon
+    thread watches `os.getppid()` and ends this process (exit code 1) once it is no longer
+    `parent`. The parent passes its own pid (`worker_pool` does): read here, after a parent
+    that died during the worker's start-up, it would be the new parent's, watched for good.
     """
     import threading
     import time
 
-    parent = os.getppid()
+    if os.getppid() != parent:
+        os._exit(1)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -158,3 +171,27 @@ def exit_with_parent(poll_s: float = 0.5) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def worker_pool(workers: int, initializer: Callable[..., None] | None = None,
+                initargs: tuple[Any, ...] = ()) -> ProcessPoolExecutor:
+    """A pool of `workers` spawned processes of one torch thread each (N processes share the
+    cores), which exit when this process dies (`exit_with_parent`), then run `initializer(*initargs)`.
+
+    Its resource tracker goes with them: it ends once no process holds its pipe. A script that
+    uses it needs an `if __name__ == "__main__":` guard (spawn imports the main module).
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                               initargs=(os.getpid(), initializer, initargs))
+
+
+def _start_worker(parent: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    exit_with_parent(parent)
+    import torch
+
+    torch.set_num_threads(1)
+    if initializer is not None:
+        initializer(*initargs)

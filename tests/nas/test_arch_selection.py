@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -101,3 +102,27 @@ def test_extends_names_a_smaller_selection():
         select_archs(space, 12, extends=13)
     with pytest.raises(ConfigError, match="extends: must be an integer >= 2"):
         select_archs(space, 12, extends=1)
+
+
+def test_a_grown_selection_grows_again_when_named_by_its_lineage():
+    space = make_space("cell201", small=True, operations=("none", "skip_connect", "avg_pool_3x3", "conv_3x3"))
+    grown = {arch_id(a) for a in select_archs(space, 12, extends=6)}
+    assert not grown <= {arch_id(a) for a in select_archs(space, 24, extends=12)}    # the plain 12 is another
+    again = [arch_id(a) for a in select_archs(space, 24, extends="12-ext6")]
+    assert grown <= set(again) and len(set(again)) == 24
+    three = {arch_id(a) for a in select_archs(space, 30, extends="24-ext12-ext6")}
+    assert set(again) <= three
+
+
+@pytest.mark.parametrize("extends, message", [
+    ("12-ext", "extends: '12-ext' is not a selection: M (the plain M-arch selection) or M-extK (the M-arch "
+               "selection grown from the K-arch one, K < M), e.g. 48-ext24"),
+    ("twelve", "extends: 'twelve' is not a selection"),
+    ("12-ext12", "extends: '12-ext12' is not a selection"),
+    ("12-ext1", "extends: must be an integer >= 2"),
+    ("30-ext12", "extends: 30 is more than --archs 24"),
+])
+def test_a_lineage_that_is_no_selection_is_refused(extends, message):
+    space = make_space("cell201", small=True, operations=("none", "skip_connect", "avg_pool_3x3", "conv_3x3"))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        select_archs(space, 24, extends=extends)

@@ -189,7 +189,7 @@ def test_a_grown_selection_reuses_the_trainings_of_the_one_it_extends(runs, tmp_
                      "--device", "cpu"]) == 0
     assert json.loads(capsys.readouterr().out)["arch_ids"] == [r["arch_id"] for r in grown.records]
     folder, = (copy / "tiny" / "fidelity").glob("n3-e1-k1-*-ext2")      # another selection than --archs 3's
-    assert json.loads((folder / "fidelity.json").read_text())["extends"] == 2
+    assert json.loads((folder / "fidelity.json").read_text())["extends"] == "2"
     assert not list(tmp_path.glob("truth/*/*/*.lock")) and len(list(tmp_path.glob("truth/*/*/*-s0.json"))) == 3
 
 
@@ -212,6 +212,7 @@ def test_every_space_measures(tmp_path, space):
     (["--archs", "100000"], "--archs: the space 'mobilenetv3' offers only"),
     (["--archs", "4", "--extends", "5"], "--extends: 5 is more than --archs 4: it names the smaller selection"),
     (["--extends", "1"], "--extends: must be an integer >= 2 (the min and max subnets are always measured), got 1"),
+    (["--extends", "4-ext"], "--extends: '4-ext' is not a selection: M (the plain M-arch selection) or M-extK"),
 ])
 def test_bad_arguments_exit_2_with_one_line(runs, capsys, flags, needle):
     _one_line_error(capsys, ["fidelity", "tiny", "--runs-dir", str(runs), *flags], needle)
@@ -455,7 +456,7 @@ def test_every_estimator_is_reported_against_the_ground_truth(runs, tmp_path, ca
     for name, row in stats.items():
         scores = [r["estimators"][name] for r in records]
         assert set(row) == {"archs", "kendall_tau", "kendall_tau_ci90", "within_bin_tau", "within_bin_tau_ci90",
-                            "top_k_overlap"}
+                            "within_bin_pairs", "top_k_overlap"}
         assert row["kendall_tau"] == pytest.approx(brute_tau_b(scores, alone))
         assert row["within_bin_tau"] == pytest.approx(brute_within_bin_tau(scores, alone, bins))
         assert row["top_k_overlap"] == top_k_overlap(scores, alone, 1)

@@ -81,18 +81,18 @@ def test_a_record_with_a_bad_pid_parses_to_none(pid):
 _ORPHANING_PARENT = """
 import multiprocessing, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from nas.core.processes import exit_with_parent
+from nas.core.processes import worker_pool
 import os
 
 def pid():
     return os.getpid()
 
 if __name__ == "__main__":
-    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                               initializer={initializer})
+    pool = {make_pool}
     print(pool.submit(pid).result(), flush=True)
     time.sleep(600)
 """
+_UNWATCHED_POOL = 'ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))'
 
 
 @pytest.mark.parametrize("watched", [True, False])
@@ -102,7 +102,7 @@ def test_a_pool_worker_exits_with_its_killed_parent_only_when_watched(tmp_path, 
     import sys
 
     script = tmp_path / "parent.py"
-    script.write_text(_ORPHANING_PARENT.format(initializer="exit_with_parent" if watched else "None"))
+    script.write_text(_ORPHANING_PARENT.format(make_pool="worker_pool(1)" if watched else _UNWATCHED_POOL))
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
                               cwd=Path(__file__).resolve().parents[2])
     worker = int(parent.stdout.readline())
@@ -118,3 +118,66 @@ def test_a_pool_worker_exits_with_its_killed_parent_only_when_watched(tmp_path, 
     finally:
         if pid_alive(worker):
             os.kill(worker, signal.SIGKILL)
+
+
+_PARENT_DYING_AT_START = """
+import os, sys, time
+from pathlib import Path
+
+if __name__ == "__mp_main__":   # a spawned worker, before its initialiser runs: it waits for its parent's death
+    parent = os.getppid()
+    Path({pid_file!r}).write_text(str(os.getpid()))
+    deadline = time.monotonic() + 120
+    while os.getppid() == parent and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+if __name__ == "__main__":
+    {make_pool}
+    pool.submit(os.getpid)      # starts the worker
+    time.sleep(600)
+"""
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(word) for word in (task / "children").read_text().split()}
+    return found
+
+
+def _poll(condition, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_worker_whose_parent_dies_before_its_initialiser_runs_exits_with_the_resource_tracker(tmp_path):
+    """The parent's pid is read in the parent: a worker that starts after its parent's death
+    (say killed while the pool started) sees it gone, instead of watching its new parent."""
+    import signal
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "worker.pid"
+    script = tmp_path / "parent.py"
+    script.write_text(_PARENT_DYING_AT_START.format(
+        pid_file=str(pid_file), make_pool="from nas.core.processes import worker_pool; pool = worker_pool(1)"))
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=Path(__file__).resolve().parents[2])
+    children: set[int] = set()
+    try:
+        assert _poll(pid_file.exists, 120), "the worker did not start"
+        worker = int(_poll(lambda: pid_file.read_text(), 10) and pid_file.read_text())
+        children = _children(parent.pid)
+        assert worker in children and len(children) == 2       # the worker and multiprocessing's resource tracker
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        assert _poll(lambda: not any(pid_alive(pid) for pid in children), 60), \
+            f"alive after their parent's death: {[pid for pid in children if pid_alive(pid)]}"
+    finally:
+        parent.kill()
+        for pid in children:
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)

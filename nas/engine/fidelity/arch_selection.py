@@ -19,11 +19,15 @@ trained weights, so every run on one space measures the same archs.
 the first m archs are exactly `select_archs(space, m, seed)`, the n - m others are drawn one at
 a time from the bin (of n - 2 equal-width bins) that holds the fewest selected archs, ties
 broken at random, so the whole is again spread over the MACs range. (Plain selections of
-different sizes share few archs: each size has its own bins.)
+different sizes share few archs: each size has its own bins.) A grown selection grows again
+when named by its lineage: `extends="48-ext24"` is the 48-arch selection grown from the plain
+24, so `select_archs(space, 96, seed, extends="48-ext24")` keeps all of its 48 archs (a bare
+48 would mean the plain 48-arch selection, which shares few).
 """
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 
 from nas.core.arch import Arch, arch_id
@@ -53,29 +57,68 @@ def candidate_pool(space: ArchSpace, seed: int) -> list[Arch]:
     return list({arch_id(a): a for a in archs}.values())
 
 
-def check_extends(count: int, extends: int | None) -> None:
-    """Raise `ConfigError` naming `--extends` unless it is None or between 2 and `count`."""
+_LINEAGE = re.compile(r"[0-9]+(-ext[0-9]+)*")
+
+
+def parse_extends(extends: int | str) -> tuple[int, ...]:
+    """The sizes a selection grew through, smallest first: 48 -> (48,), "48-ext24" -> (24, 48).
+
+    Raises:
+        ConfigError: naming `--extends` when the text is no lineage, a size is below 2 or a
+        selection does not grow the one it names.
+    """
+    if isinstance(extends, str):
+        sizes = [int(word) for word in extends.split("-ext")] if _LINEAGE.fullmatch(extends) else []
+        if not sizes or any(larger <= smaller for larger, smaller in zip(sizes, sizes[1:])):
+            raise ConfigError(f"extends: {extends!r} is not a selection: M (the plain M-arch selection) or M-extK "
+                              f"(the M-arch selection grown from the K-arch one, K < M), e.g. 48-ext24")
+        grown = tuple(reversed(sizes))
+    else:
+        grown = (extends,)
+    for size in grown:
+        check_int("extends", size, 2, " (the min and max subnets are always measured)")
+    return grown
+
+
+def lineage(sizes: tuple[int, ...]) -> str:
+    """The name of the selection grown through `sizes` (smallest first): (24, 48) -> "48-ext24"."""
+    return "-ext".join(str(size) for size in reversed(sizes))
+
+
+def check_extends(count: int, extends: int | str | None) -> tuple[int, ...]:
+    """The sizes `extends` grew through (`parse_extends`; () for None), checked against `count`.
+
+    Raises:
+        ConfigError: naming `--extends` unless it names a selection of 2 to `count` archs.
+    """
     if extends is None:
-        return
-    check_int("extends", extends, 2, " (the min and max subnets are always measured)")
-    if extends > count:
-        raise ConfigError(f"extends: {extends} is more than --archs {count}: it names the smaller selection "
+        return ()
+    sizes = parse_extends(extends)
+    if sizes[-1] > count:
+        raise ConfigError(f"extends: {sizes[-1]} is more than --archs {count}: it names the smaller selection "
                           f"that this one grows")
+    return sizes
 
 
-def select_archs(space: ArchSpace, count: int, seed: int = 0, extends: int | None = None) -> list[Arch]:
+def select_archs(space: ArchSpace, count: int, seed: int = 0, extends: int | str | None = None) -> list[Arch]:
     """`count` distinct archs stratified over the MACs range: min first, max last, the others
-    between them by MACs; with `extends`, a superset of the `extends`-arch selection (see the
-    module docstring).
+    between them by MACs; with `extends` (a size, or a lineage like "48-ext24"), a superset of
+    that selection (see the module docstring).
 
     Raises:
         ConfigError: naming `--archs` when `count` < 2 or the pool has too few archs, naming
-        `--extends` when it is not between 2 and `count`.
+        `--extends` when it names no selection of 2 to `count` archs.
     """
     check_int("archs", count, 2)
-    check_extends(count, extends)
-    if extends is not None and extends < count:
-        base = select_archs(space, extends, seed)
+    return _select(space, count, seed, check_extends(count, extends))
+
+
+def _select(space: ArchSpace, count: int, seed: int, grown_from: tuple[int, ...]) -> list[Arch]:
+    """The `count`-arch selection grown through the sizes `grown_from` (smallest first)."""
+    if grown_from and grown_from[-1] == count:
+        return _select(space, count, seed, grown_from[:-1])
+    if grown_from:
+        base = _select(space, grown_from[-1], seed, grown_from[:-1])
         return _macs_order(space, [*base, *_fill_thinnest(space, _pool(space, seed, base, count), base, count, seed)])
     ends = list({arch_id(a): a for a in (space.min(), space.max())}.values())
     return _macs_order(space, [*ends, *_stratified(space, _pool(space, seed, ends, count), count - len(ends), seed)])

@@ -11,8 +11,15 @@ recipe and the seed, and every run on one space shares it:
                                "test_top1", "test_top5", "steps", "seconds", "memory_format",
                                "compiled", "threads", "torch"} (the two variant fields since
                                `train.accelerate`; older records ran eager, `nas.engine.fidelity.variant`)
-        <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.core.locks.Claims`)
+        <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.core.locks.Claims`);
+                               one a killed process left beside a finished result is removed
+                               once its holder is judged dead (the result wins either way)
         <arch_id>-s<k>.partial.pt  while it trains: its state every 5 minutes, to resume from
+        compiled/              the same files of trainings that run compiled (`train.accelerate`,
+                               `nas.engine.fidelity.variant`): `torch.compile`'s kernels move a
+                               result by up to 0.5 points on short runs, so a compiled training
+                               and an eager one are two measurements (the digest ignores
+                               `accelerate`, so records trained eager before this split stay valid)
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
 initialises from `derive_seed(that seed, "standalone-init", arch_id)`. Each result is written
@@ -25,8 +32,8 @@ worker trains in this process, also on one thread, so both give the same numbers
 
 A record is used only when valid field by field (`nas.engine.fidelity.ground_truth_records`: every
 field present, of its type and range, naming this file's arch and seeds with the arch's
-analytic MACs and params). An invalid one (cut short, written by another version, edited
-by hand) is retrained: the process that claims its training moves it to
+analytic MACs and params and the recipe's optimiser steps). An invalid one (cut short, written
+by another version, edited by hand) is retrained: the process that claims its training moves it to
 `<arch_id>-s<k>.json.invalid` (kept for inspection), says so in one line naming the file, and
 writes a fresh result. A shared cache thus heals itself without waiting for whoever may
 delete the file, and no wrong number reaches a statistic; in a folder this user cannot
@@ -35,15 +42,15 @@ write, the record is refused with one line naming it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-import multiprocessing
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +66,11 @@ from nas.core.schema import to_plain
 from nas.engine.data.build import build_source
 from nas.engine.data.sources import DataSource
 from nas.core.locks import Claims
-from nas.core.processes import exit_with_parent
+from nas.core.processes import worker_pool
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
-from nas.engine.fidelity.standalone import train_standalone
+from nas.engine.fidelity.standalone import total_steps, train_standalone
+from nas.engine.fidelity.variant import choose_variant, may_compile
 from search_spaces.base import ArchSpace
 
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
@@ -82,12 +90,15 @@ class Task:
     resolution: int
     macs: int
     params: int
+    steps: int
+    compiled: bool
     path: Path
     make_model: ModelFactory
 
     def expected(self) -> Expected:
         """What its cache record must say (`nas.engine.fidelity.ground_truth_records`)."""
-        return Expected(self.arch, self.seed, self.recipe.train.seed + self.seed, self.macs, self.params)
+        return Expected(self.arch, self.seed, self.recipe.train.seed + self.seed, self.macs, self.params,
+                        self.steps, self.compiled)
 
 
 class GroundTruth:
@@ -99,18 +110,33 @@ class GroundTruth:
         self.space_section = to_plain(config.space)
         self.digest = recipe.digest(space=self.space_section)
         self.folder = Path(root) / f"{space.name}-{space.fingerprint()}" / f"{self.digest}-{recipe.length()}"
+        self._compiled: dict[str, bool] = {}
 
     def path(self, arch: Arch, seed: int) -> Path:
-        return self.folder / f"{arch_id(arch)}-s{seed}.json"
+        return (self.folder / "compiled" if self.compiled(arch) else self.folder) / f"{arch_id(arch)}-s{seed}.json"
+
+    def compiled(self, arch: Arch) -> bool:
+        """Whether `arch` trains compiled under the recipe (`choose_variant` on one thread, as every
+        training runs; the model is built only when the rule may compile)."""
+        if arch_id(arch) not in self._compiled:
+            train = self.recipe.train
+            self._compiled[arch_id(arch)] = may_compile(train, self.steps, 1) and choose_variant(
+                self.make_model(self.config, arch, 0), train, self.steps, 1).compiled
+        return self._compiled[arch_id(arch)]
 
     def cached(self, arch: Arch, seed: int) -> dict[str, Any] | None:
         """The stored result of (arch, seed), or None (also for an unreadable or invalid file)."""
         return _read_result(self.task(arch, seed))
 
+    @functools.cached_property
+    def steps(self) -> int:
+        """The optimiser steps of the recipe (its data source is loaded once per process)."""
+        return total_steps(self.recipe, recipe_source(self.recipe.data))
+
     def task(self, arch: Arch, seed: int) -> Task:
         macs, params = self.space.costs(arch)
-        return Task(self.config, self.recipe, arch, seed, self.space.input_size(arch), macs, params,
-                    self.path(arch, seed), self.make_model)
+        return Task(self.config, self.recipe, arch, seed, self.space.input_size(arch), macs, params, self.steps,
+                    self.compiled(arch), self.path(arch, seed), self.make_model)
 
     def collect(self, archs: Sequence[Arch], seeds: int, workers: int,
                 on_arch: Callable[[Arch, list[dict[str, Any]]], None], progress: bool = False) -> int:
@@ -136,11 +162,16 @@ class GroundTruth:
         # dearest first: the last trainings to finish are short ones (workers end together)
         for arch in sorted(archs, key=lambda a: (-self.space.macs(a), arch_id(a))):
             tasks += [self.task(arch, k) for k in range(seeds) if k not in found[arch_id(arch)]]
+        for folder in {task.path.parent for task in tasks}:
+            folder.mkdir(exist_ok=True)
         from tqdm import tqdm
         trained = 0
         with tqdm(total=len(tasks), desc=f"standalone {self.folder.name}", unit="training", file=sys.stderr,
                   disable=not progress or not tasks, dynamic_ncols=True) as bar, \
                 stop_on_sigterm(self.folder), Claims() as claims, _Pool(workers, len(tasks)) as pool:
+            for arch in archs:
+                for seed in found[arch_id(arch)]:
+                    drop_stale_claim(claims, self.path(arch, seed))
             for task, result, ours in _schedule(tasks, pool, claims):
                 results = found[arch_id(task.arch)]
                 results[task.seed] = result
@@ -165,7 +196,8 @@ def init_seed(train_seed: int, arch: Arch) -> int:
 
 def train_task(task: Task) -> dict[str, Any]:
     """Train one (arch, seed), write its cache file atomically, return its result."""
-    recipe = task.recipe
+    # the variant its file stands for (the rule gives it anyway: this only makes it certain)
+    recipe = replace(task.recipe, train=replace(task.recipe.train, accelerate="compiled" if task.compiled else "eager"))
     train_seed = recipe.train.seed + task.seed
     model = task.make_model(task.config, task.arch, init_seed(train_seed, task.arch))
     partial = partial_path(task.path)
@@ -184,6 +216,20 @@ def partial_path(result: Path) -> Path:
     return result.with_name(f"{result.stem}.partial.pt")
 
 
+def claim_path(result: Path) -> Path:
+    """The claim file of the training of the result file `result`."""
+    return result.with_suffix(".lock")
+
+
+def drop_stale_claim(claims: Claims, result: Path) -> None:
+    """Remove the claim (and saved state) that a process killed after writing the finished
+    `result` left beside it, when its holder is judged dead; a live holder's claim is left to it."""
+    claim = claim_path(result)
+    if claim.exists() and claims.try_take(claim):
+        partial_path(result).unlink(missing_ok=True)
+        claims.release(claim)
+
+
 @contextlib.contextmanager
 def _one_thread() -> Iterator[None]:
     before = torch.get_num_threads()
@@ -192,12 +238,6 @@ def _one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _init_worker() -> None:
-    """A training worker: one thread; gone with its parent."""
-    exit_with_parent()
-    torch.set_num_threads(1)
 
 
 def _load_result(task: Task) -> tuple[dict[str, Any] | None, str | None]:
@@ -266,8 +306,7 @@ class _Pool:
             return future
         with _starting():     # submit starts the worker processes it needs
             if self.executor is None:
-                context = multiprocessing.get_context("spawn")
-                self.executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init_worker)
+                self.executor = worker_pool(self.workers)
             return self.executor.submit(train_task, task)
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
@@ -292,7 +331,7 @@ def _schedule(tasks: Sequence[Task], pool: _Pool, claims: Claims, poll_s: float 
     running: dict[Future, Task] = {}
 
     def claim(task: Task) -> Path:
-        return task.path.with_suffix(".lock")
+        return claim_path(task.path)
 
     while waiting or running:
         for task in list(waiting):
@@ -309,6 +348,7 @@ def _schedule(tasks: Sequence[Task], pool: _Pool, claims: Claims, poll_s: float 
                     continue
                 claims.release(claim(task))
             if result is not None:
+                drop_stale_claim(claims, task.path)      # its writer may have been killed before releasing
                 waiting.remove(task)
                 yield task, result, False
         if running:

@@ -1,17 +1,22 @@
 """The fields of a ground-truth cache record (`nas.engine.fidelity.ground_truth`), checked one by one on read.
 
 A record is trusted only when every field a training writes is present, of its type and in
-its range, and names the (arch, seed) its file stands for, with the arch's analytic costs:
+its range, and names the (arch, seed) its file stands for, with the arch's analytic costs and
+the optimiser steps its recipe trains (a record of another length is another training):
 a cache shared by several users (or copied from elsewhere) may hold files written by another
 version, cut short, or edited by hand, and a wrong number in one would silently move every
 statistic computed from it.
 
 How the training ran (`memory_format`, `compiled`: `nas.engine.fidelity.variant`) is checked
 when present; records written before those fields existed were trained eager, in the memory
-format of their recipe's `train.channels_last`, and stay valid without them.
+format of their recipe's `train.channels_last`, and stay valid without them. A compiled training
+differs from an eager one in more than the last bits (by up to 0.5 points of top-1 on short
+runs), so compiled records are kept apart (`compiled/`, `nas.engine.fidelity.ground_truth`) and a
+record must say the variant its file stands for.
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +34,8 @@ class Expected:
     train_seed: int
     macs: int
     params: int
+    steps: int
+    compiled: bool = False
 
 
 def _is_int(value: Any, low: int) -> bool:
@@ -72,6 +79,11 @@ def _field_problem(record: Mapping[str, Any], expected: Expected) -> str | None:
     for key, value in want.items():
         if record[key] != value:
             return f"'{key}' is {json_text(record[key])}, this file's (arch, seed) has {value}"
+    if record["steps"] != expected.steps:
+        return f"'steps' is {record['steps']}, this file's recipe trains {expected.steps} steps"
+    if record.get("compiled", False) != expected.compiled:
+        return (f"'compiled' is {json.dumps(record.get('compiled', False))}, this file's training runs "
+                + ("compiled" if expected.compiled else "eager (compiled ones are kept in compiled/)"))
     return None
 
 

@@ -76,14 +76,31 @@ def macs_terciles(macs: Sequence[float], bins: int = 3) -> np.ndarray:
     return labels
 
 
-def within_bin_tau(x: Sequence[float], y: Sequence[float], bins: Sequence[int]) -> float:
-    """Kendall tau-b over only the pairs of archs in one bin: (concordant - discordant) /
-    sqrt((n0 - tx) (n0 - ty)), with n0 the pairs inside bins and tx, ty those tied in x, y."""
+# Fewer pairs than this inside bins (tied in neither score) cannot tell a ranking from chance:
+# even all concordant, 4 independent pairs are so 1 time in 16 by chance, more often than the 10%
+# a 90% interval allows; a bootstrap over them gives a confident-looking [1, 1] regardless.
+MIN_WITHIN_BIN_PAIRS = 5
+
+
+def _within_bin_signs(x: Sequence[float], y: Sequence[float], bins: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """sign(x_i - x_j) and sign(y_i - y_j) over the pairs i < j of archs in one bin."""
     a, b = _as_pair(x, y)
     labels = np.asarray(bins)
     i, j = np.triu_indices(len(a), k=1)
     inside = labels[i] == labels[j]
-    sx, sy = np.sign(a[i] - a[j])[inside], np.sign(b[i] - b[j])[inside]
+    return np.sign(a[i] - a[j])[inside], np.sign(b[i] - b[j])[inside]
+
+
+def within_bin_pairs(x: Sequence[float], y: Sequence[float], bins: Sequence[int]) -> int:
+    """The pairs of archs in one bin that neither `x` nor `y` ties: what a within-bin tau rests on."""
+    sx, sy = _within_bin_signs(x, y, bins)
+    return int(np.count_nonzero(sx * sy))
+
+
+def within_bin_tau(x: Sequence[float], y: Sequence[float], bins: Sequence[int]) -> float:
+    """Kendall tau-b over only the pairs of archs in one bin: (concordant - discordant) /
+    sqrt((n0 - tx) (n0 - ty)), with n0 the pairs inside bins and tx, ty those tied in x, y."""
+    sx, sy = _within_bin_signs(x, y, bins)
     denominator = math.sqrt(float(np.count_nonzero(sx)) * float(np.count_nonzero(sy)))
     if denominator == 0:
         return math.nan

@@ -11,7 +11,10 @@ Per estimator (`"estimators"`), its score against y: Kendall tau-b, tau within M
 pairs of archs in one of 3 equal-count MACs bins of the measured archs: what a search under a
 budget must tell apart), each with a 90% percentile bootstrap interval over resampled archs
 (the same resamples for every estimator), and top-k overlap, over the archs it has a finite
-score of (`"archs"`; the others listed under `"unscored"`). `"verdict"`: whether the
+score of (`"archs"`; the others listed under `"unscored"`). `"within_bin_pairs"` counts the
+pairs inside bins that neither score ties; below `MIN_WITHIN_BIN_PAIRS` the within-bin interval
+is the whole [-1, 1] (so few pairs cannot tell a ranking from chance: a verdict never calls it
+a win beyond the intervals, and `--score auto` flags a choice made on it as weak). `"verdict"`: whether the
 supernet's within-bin tau beats the better free baseline's (`macs` or `params`), by how much,
 and whether beyond both intervals.
 """
@@ -34,6 +37,8 @@ from nas.engine.fidelity.rank_stats import (
     macs_terciles,
     spearman_rho,
     top_k_overlap,
+    MIN_WITHIN_BIN_PAIRS,
+    within_bin_pairs,
     within_bin_tau,
 )
 
@@ -82,12 +87,16 @@ def estimator_stats(scores: Sequence[float], standalone: Sequence[float], bins: 
     x, y, b = list(scores), list(standalone), list(bins)
     if len(x) < 2:
         return {"archs": len(x), "kendall_tau": None, "kendall_tau_ci90": [None, None], "within_bin_tau": None,
-                "within_bin_tau_ci90": [None, None], "top_k_overlap": None}
+                "within_bin_tau_ci90": [None, None], "within_bin_pairs": 0, "top_k_overlap": None}
+    tau, pairs = finite_or_none(within_bin_tau(x, y, b)), within_bin_pairs(x, y, b)
+    if tau is not None and pairs < MIN_WITHIN_BIN_PAIRS:
+        within = [-1.0, 1.0]
+    else:
+        within = _interval(bootstrap_interval(within_bin_tau, [x, y, b], seed))
     return {"archs": len(x),
             "kendall_tau": finite_or_none(kendall_tau_b(x, y)),
             "kendall_tau_ci90": _interval(bootstrap_interval(kendall_tau_b, [x, y], seed)),
-            "within_bin_tau": finite_or_none(within_bin_tau(x, y, b)),
-            "within_bin_tau_ci90": _interval(bootstrap_interval(within_bin_tau, [x, y, b], seed)),
+            "within_bin_tau": tau, "within_bin_tau_ci90": within, "within_bin_pairs": pairs,
             "top_k_overlap": top_k_overlap(x, y, min(k, len(x)))}
 
 

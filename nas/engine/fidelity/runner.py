@@ -44,6 +44,8 @@ from nas.core.jsonl import append_record, read_records
 from nas.engine.fidelity.recipe import Recipe, load_recipe, with_effective_warmup
 from nas.engine.fidelity.standalone import total_steps
 from nas.engine.fidelity.results import FidelityResult
+from nas.engine.fidelity.selections import grown_name, resolve_extends
+from nas.engine.fidelity.selections import record as record_selection
 from search_spaces.base import ArchSpace
 
 SETTINGS_FILE = "fidelity.json"
@@ -78,18 +80,25 @@ class Plan:
     seeds: int
     selection_seed: int = 0
     init_seeds: int = INIT_SEEDS
-    extends: int | None = None
+    extends: str | None = None
+
+    @property
+    def selection(self) -> str:
+        """The lineage of the selection measured (`arch_selection.lineage`): "48", "48-ext24"."""
+        return grown_name(len(self.archs), self.extends)
 
     def ident(self) -> str:
         """The folder name of a measurement: archs, length, seeds, recipe digest (and the selection
-        seed, the selection it extends, and the proxies' init seeds, where not the defaults)."""
+        seed, the selection it extends, e.g. `-ext24` or `-ext48-ext24`, and the proxies' init
+        seeds, where not the defaults)."""
         ident = f"n{len(self.archs)}-{self.recipe.length()}-k{self.seeds}-{self.truth.digest}"
         ident += f"-sel{self.selection_seed}" if self.selection_seed else ""
-        ident += f"-ext{self.extends}" if self.extends not in (None, len(self.archs)) else ""
+        ident += self.selection[len(str(len(self.archs))):]
         return ident + (f"-i{self.init_seeds}" if self.init_seeds != INIT_SEEDS else "")
 
 
-def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int, extends: int | None = None) -> None:
+def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int, extends: int | str | None = None
+                    ) -> None:
     """Raise `ConfigError` naming the flag of the first bad count."""
     check_int("archs", archs, 2, " (the min and max subnets are always measured)")
     check_extends(archs, extends)
@@ -101,17 +110,22 @@ def check_arguments(archs: int, epochs: int | None, seeds: int, workers: int, ex
 
 def plan(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path, *, archs: int,
          epochs: int | None, seeds: int, recipe: str | Path | Recipe | None, selection_seed: int = 0,
-         init_seeds: int = INIT_SEEDS, extends: int | None = None) -> Plan:
-    """Select the archs (a superset of the `extends`-arch selection when given) and build the
-    recipe (see `check_arguments` for the counts); `init_seeds` (the proxies' initialisations)
-    only names the measurement's folder.
+         init_seeds: int = INIT_SEEDS, extends: int | str | None = None) -> Plan:
+    """Select the archs (a superset of the selection `extends` names when given: a lineage, or a
+    size that means the selection of that size the ground truth measured, `selections`) and
+    build the recipe (see `check_arguments` for the counts); the selection is recorded in the
+    ground truth's folder. `init_seeds` (the proxies' initialisations) only names the
+    measurement's folder.
 
     `recipe` is a recipe file, a `Recipe` (its length replaced by `epochs` when given), or None
     (the config's own, see `nas.engine.fidelity.recipe`).
     """
     truth = recipe_ground_truth(config, space, make_model, root, recipe, epochs)
-    selected = select_archs(space, archs, selection_seed, extends)
-    return Plan(selected, truth.recipe, truth, seeds, selection_seed, init_seeds, extends)
+    base = resolve_extends(truth.folder, extends, selection_seed)
+    measured = Plan(select_archs(space, archs, selection_seed, base), truth.recipe, truth, seeds, selection_seed,
+                    init_seeds, base)
+    record_selection(truth.folder, measured.selection, selection_seed, [arch_id(a) for a in measured.archs])
+    return measured
 
 
 def recipe_ground_truth(config: RunConfig, space: ArchSpace, make_model: ModelFactory, root: str | Path,

@@ -23,10 +23,11 @@ if TYPE_CHECKING:     # the measurement's machinery (trainer, timm) loads on fir
 
 def ground_truth(config: RunConfig, ground_truth_dir: str | Path, *, archs: int = 16, epochs: int | None = None,
                  seeds: int = 1, recipe: str | Path | Recipe | None = None, workers: int = 1, selection_seed: int = 0,
-                 progress: bool = True, extends: int | None = None) -> GroundTruthResult:
+                 progress: bool = True, extends: int | str | None = None) -> GroundTruthResult:
     """Train (or reuse from `ground_truth_dir`) the standalone ground truth of `nas fidelity` for
     the config's space, without any supernet: the `archs` MACs-stratified archs (a superset of
-    the `extends`-arch selection when given), `seeds` times each.
+    the selection `extends` names when given: a size, meaning the selection of that size this
+    ground truth measured, or a lineage like "48-ext24"), `seeds` times each.
 
     Returns a `GroundTruthResult`: `records` holds one `{"arch_id", "arch", "macs", "params",
     "standalone_test_top1", ...}` per arch sorted by MACs, `new` the trainings run by this call.
@@ -54,12 +55,12 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
              selection_seed: int = 0, out: str | Path | None = None, runs_dir: str | Path = DEFAULT_RUNS_DIR,
              checkpoint: str = LAST, device: str | torch.device | None = None, progress: bool = True,
              estimators: str | list[str] | None = None, init_seeds: int = 3,
-             extends: int | None = None) -> FidelityResult:
+             extends: int | str | None = None) -> FidelityResult:
     """How well the run's supernet ranks its subnets (`nas fidelity`): supernet vs standalone test top-1.
 
     Selects `archs` archs stratified over the space's MACs (min and max included; with
-    `extends`, a superset of the `extends`-arch selection, so its trainings are reused), trains each
-    alone `seeds` times with the recipe (a file of `train`/`data` overrides, a `Recipe`, or the
+    `extends`, a superset of the selection it names, as in `ground_truth`, so its trainings are
+    reused), trains each alone `seeds` times with the recipe (a file of `train`/`data` overrides, a `Recipe`, or the
     run's own with `epochs`) in `workers` processes, caching every training in
     `ground_truth_dir` (default `runs/NAME/fidelity/ground_truth`), and reports Kendall tau-b,
     Spearman rho, top-k overlap and per-MACs-bin gaps. Writes `runs/NAME/fidelity/<id>/` (or
@@ -94,7 +95,7 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     settings = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,
                 "space": run.space.name, "space_fingerprint": run.space.fingerprint(),
                 "arch_ids": [arch_id(a) for a in measured.archs], "selection_seed": selection_seed,
-                "extends": extends, "seeds": seeds,
+                "extends": measured.extends, "seeds": seeds,
                 "recipe_digest": measured.truth.digest, "recipe": measured.recipe.to_dict(),
                 "ground_truth": str(measured.truth.folder),
                 # what the proxies' scores depend on besides the run (seeded by selection_seed)

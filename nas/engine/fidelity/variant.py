@@ -50,16 +50,21 @@ def choose_variant(model: nn.Module, train: TrainConfig, steps: int, threads: in
     """The variant of training `model` for `steps` steps on `threads` threads under `train`:
     `train.channels_last`'s memory format; compiled when `train.accelerate` is `compiled`, or
     `auto`, the rule above says compiling pays back and inductor has a C++ compiler to run."""
-    if train.accelerate == "auto":
+    compiled = may_compile(train, steps, threads)
+    if compiled and train.accelerate == "auto":
         modules = list(model.modules())
         convs = [m for m in modules if isinstance(m, nn.Conv2d)]
-        dense_cnn = (bool(convs) and all(m.groups == 1 for m in convs)
-                     and any(isinstance(m, nn.BatchNorm2d) for m in modules))
-        compiled = (dense_cnn and steps >= COMPILE_MIN_STEPS_PER_THREAD * max(1, threads)
-                    and has_cpp_compiler())
-    else:
-        compiled = train.accelerate == "compiled"
+        compiled = (bool(convs) and all(m.groups == 1 for m in convs)
+                    and any(isinstance(m, nn.BatchNorm2d) for m in modules))
     return Variant(train.channels_last, compiled)
+
+
+def may_compile(train: TrainConfig, steps: int, threads: int) -> bool:
+    """Whether `choose_variant` may compile some model under `train` for `steps` steps on
+    `threads` threads (under `auto`, the model decides then): False means eager for every model."""
+    if train.accelerate != "auto":
+        return train.accelerate == "compiled"
+    return steps >= COMPILE_MIN_STEPS_PER_THREAD * max(1, threads) and has_cpp_compiler()
 
 
 def has_cpp_compiler() -> bool:

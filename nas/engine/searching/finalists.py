@@ -199,12 +199,11 @@ def _measured(run: Any, todo: list[Record], settings: Finetune, workers: int, me
         for record in todo:
             yield _one(run, record, settings, measure or finetune_top1)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(workers, len(todo)), mp_context=context, initializer=_start_worker,
-                             initargs=(where, str(run.device))) as pool:
+    from nas.core.processes import worker_pool
+
+    with worker_pool(min(workers, len(todo)), _start_worker, (where, str(run.device))) as pool:
         futures = [pool.submit(_worker_measure, record, settings) for record in todo]
         for future in as_completed(futures):
             yield future.result()
@@ -214,13 +213,10 @@ _WORKER_RUN: Any = None
 
 
 def _start_worker(where: tuple[str, str], device: str) -> None:
-    """A finalists worker: one thread, the run loaded once from its folder; gone with its parent."""
+    """A finalists worker (`worker_pool`): the run loaded once from its folder."""
     global _WORKER_RUN
-    from nas.core.processes import exit_with_parent
     from nas.engine.run import load_run
 
-    exit_with_parent()
-    torch.set_num_threads(1)
     _WORKER_RUN = load_run(where[0], checkpoint=where[1], device=device)
 
 

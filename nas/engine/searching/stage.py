@@ -315,9 +315,7 @@ def _run_workers(run: Run, workers: int, task: SearchTask, storage: str | None,
                  study: str | None) -> tuple[str, str]:
     """Run `workers` searches of one Optuna study in spawned processes of one thread each (each
     loads the run from its folder) and wait for them all; returns the study's storage and name."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    from nas.core.processes import worker_pool
     from nas.engine.searching.runner import SharedStudy
 
     if not getattr(SEARCHERS.get(task.searcher).obj, "shared", False):
@@ -327,9 +325,8 @@ def _run_workers(run: Run, workers: int, task: SearchTask, storage: str | None,
     storage = storage if storage is not None else f"journal:///{(task.out / 'optuna.journal').resolve()}"
     study = study if study is not None else task.out.name
     where = (str(run.dir.root.resolve()), run.checkpoint.name)
-    context = multiprocessing.get_context("spawn")
     errors = []
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread_worker) as pool:
+    with worker_pool(workers) as pool:
         futures = [pool.submit(search_worker, where, task, SharedStudy(storage, study, k)) for k in range(workers)]
         for k, future in enumerate(futures):
             try:
@@ -339,14 +336,6 @@ def _run_workers(run: Run, workers: int, task: SearchTask, storage: str | None,
     if errors:
         raise SearchError("workers: " + "; ".join(errors))
     return storage, study
-
-
-def _one_thread_worker() -> None:
-    """N torch processes on shared cores: one thread each; gone with their parent."""
-    from nas.core.processes import exit_with_parent
-
-    exit_with_parent()
-    torch.set_num_threads(1)
 
 
 def search_worker(where: tuple[str, str], task: SearchTask, study: SharedStudy) -> int:
