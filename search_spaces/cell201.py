@@ -224,6 +224,14 @@ class Cell201Space(ArchSpace):
         """Whether some path of non-`none` edges joins the cell's input to its output."""
         return bool(live_edges(arch))
 
+    def arch_from_text(self, text: str) -> Arch | None:
+        """The arch of a NAS-Bench-201 string (text starting with `|`), else None."""
+        return from_nb201_string(text) if str(text).strip().startswith("|") else None
+
+    def arch_label(self, arch: Mapping[str, Any]) -> str:
+        """NAS-Bench-201's string of the canonical `arch` (dead edges written `none`)."""
+        return to_nb201_string(self.canonical(arch))
+
     def min(self) -> Arch:
         """The cheapest arch, a live network where one costs as little as the dead all-`none`
         cell (e.g. a single `skip_connect` edge from input to output): see `_live_extreme`."""
