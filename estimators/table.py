@@ -8,7 +8,8 @@ The file is a CSV with a header row. The arch of a row is its `arch` column, a s
 space's own notation (cell201: a NAS-Bench-201 string such as `|nor_conv_3x3~0|+|...|`) or a
 YAML/JSON mapping of the choices (`{edge1<-0: conv_3x3, ...}`); without an `arch` column, its
 `arch_id` column. The score is COLUMN, or the one column that is neither of those nor `index`
-(several such columns: name one). PATH is everything after `table:` when no file is named by the
+(several such columns: name one). Rows of archs with choices outside the space (a table of a
+wider space) are skipped; a malformed row is an error naming its line. PATH is everything after `table:` when no file is named by the
 part before the last `:`. Rows are read as the space's canonical archs; rows that name one
 network (NAS-Bench-201 spells a network once per spelling of its dead edges) give the value of
 the row spelt canonically, or else their mean. An arch the table lacks is an error naming it,
@@ -77,23 +78,25 @@ def check_spec(spec: str, param: str = "score") -> tuple[Path, str, str]:
     return path, keys[0], column
 
 
-def _row_arch(space: ArchSpace, key_column: str, text: str, where: str) -> tuple[str, bool]:
-    """(arch id, whether the row spells the arch canonically) of a row's key."""
+def _row_arch(space: ArchSpace, key_column: str, text: str, where: str) -> tuple[str, bool] | None:
+    """(arch id, whether the row spells the arch canonically) of a row's key; None for a
+    well-formed arch of other choices (a table of a wider space: the search never meets it)."""
     if key_column == "arch_id":
         return text, True
-    arch = space.arch_from_text(text)
-    if arch is None:
-        try:
+    try:
+        arch = space.arch_from_text(text)
+        if arch is None:
             arch = yaml_io.loads(text, where)
-        except ConfigError as e:
-            raise ArchError(f"{where}: {clip(text)!r} is no arch ({str(e).splitlines()[0]})") from None
         if not isinstance(arch, dict):
-            raise ArchError(f"{where}: {clip(text)!r} is no arch of space '{space.name}' (a notation of the "
-                            f"space or a mapping of its choices)")
+            raise ArchError(f"{clip(text)!r} is no arch of space '{space.name}' (a notation of the space or a "
+                            "mapping of its choices)")
+    except (ArchError, ConfigError) as e:
+        problem = str(e).splitlines()[0].removeprefix(f"{where}: ")
+        raise ArchError(f"{where}: {problem}") from None
     try:
         canonical = space.canonical(arch)
-    except ArchError as e:
-        raise ArchError(f"{where}: {e}") from None
+    except ArchError:
+        return None
     return arch_id(canonical), canonical == dict(arch)
 
 
@@ -107,7 +110,10 @@ def read_table(spec: str, space: ArchSpace, param: str = "score") -> dict[str, f
         with path.open(newline="", encoding="utf-8") as f:
             for line, row in enumerate(csv.DictReader(f), start=2):
                 where = f"{path}: line {line}"
-                ident, spelt = _row_arch(space, key_column, (row.get(key_column) or "").strip(), where)
+                key = _row_arch(space, key_column, (row.get(key_column) or "").strip(), where)
+                if key is None:
+                    continue
+                ident, spelt = key
                 try:
                     value = float(row.get(column) or "")
                 except ValueError:
