@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from estimators.base import Estimator, EstimatorContext
-from nas.core import yaml_io
+from nas.core.yaml_io import loads as load_yaml
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ArchError, ConfigError, clip
 from search_spaces.base import ArchSpace
@@ -86,7 +86,7 @@ def _row_arch(space: ArchSpace, key_column: str, text: str, where: str) -> tuple
     try:
         arch = space.arch_from_text(text)
         if arch is None:
-            arch = yaml_io.loads(text, where)
+            arch = load_yaml(text, where)
         if not isinstance(arch, dict):
             raise ArchError(f"{clip(text)!r} is no arch of space '{space.name}' (a notation of the space or a "
                             "mapping of its choices)")

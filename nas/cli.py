@@ -185,14 +185,13 @@ def _options(items: list[str]) -> dict[str, Any]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from nas import api
-    from nas.engine.untrained import UNTRAINED, check_untrained_search, names_a_run, untrained_run
-    if names_a_run(args.run, args.runs_dir) or not _names_a_config(args.run):
+    if api.names_a_run(args.run, args.runs_dir) or not _names_a_config(args.run):
         if args.set:
             raise ConfigError("--set: overrides apply to a config, not to a trained run")
         run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     else:      # a config: its untrained supernet, for scores that read no trained weight
-        check_untrained_search(args.score, args.out, args.workers, args.finalists)
-        run = untrained_run(api.load_config(args.run, args.set), args.out, args.device)
+        api.check_untrained_search(args.score, args.out, args.workers, args.finalists)
+        run = api.untrained_run(api.load_config(args.run, args.set), args.out, args.device)
     result = api.search(
         run, args.searcher,
         max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=args.max_latency_ms,
@@ -212,7 +211,7 @@ def cmd_search(args: argparse.Namespace) -> int:
               f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new)")
         if result.finalists is not None:
             print(api.format_search_summary(api.search_summary(result.dir)).splitlines()[2])
-        if run.checkpoint.name != UNTRAINED:
+        if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
             print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
     return 0
 
