@@ -166,3 +166,10 @@ def test_a_table_ground_truth_refuses_training_options(cell201_run, tmp_path, ca
                      f"table:{table}", "--device", "cpu", "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--epochs: a table ground truth" in err and "trains nothing" in err, err
+
+
+def test_eval_takes_a_nas_bench_201_string_and_prints_it_beside_the_id(cell201_run, capsys):
+    text = "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|none~0|nor_conv_1x1~1|skip_connect~2|"
+    code = cli.main(["eval", "tiny", "--runs-dir", str(cell201_run), "--arch", text, "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith(f"{arch_id(SPACE.canonical(from_nb201_string(text)))} ({text})  val top-1"), out

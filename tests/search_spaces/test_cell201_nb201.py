@@ -107,3 +107,13 @@ def test_a_string_in_an_arch_file_of_another_space_is_refused(tmp_path):
 def test_an_unknown_way_of_counting_is_refused():
     with pytest.raises(ConfigError, match="costs: 'nb2O1' is not a way of counting"):
         Cell201Options(costs="nb2O1")
+
+
+def test_all_725_archs_of_naslibs_file_cost_as_the_benchmark_says(capsys):
+    from tests.benchmark_scripts import load_benchmark
+    costs = load_benchmark("nb201_costs")
+    if not costs.NASLIB_FILE.is_file():
+        pytest.skip(f"no {costs.NASLIB_FILE} (the shared reference data is absent)")
+    assert costs.main() == 0
+    out = capsys.readouterr().out
+    assert "447/447 equal" in out and "278/278 differ by exactly" in out
