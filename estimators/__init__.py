@@ -4,8 +4,7 @@ from estimators import (  # noqa: F401  (registration)
 from estimators.base import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, Estimator, EstimatorContext
 from estimators.calibrated import Calibration, calibration_path, fit_calibrated
 from estimators.fused import Fused
-from estimators.score_spec import canonical_spec, parse_spec
-from nas.core.registry import ESTIMATORS
+from estimators.score_spec import build_component, canonical_spec, parse_spec
 
 __all__ = ["ESTIMATOR_BATCHES", "ESTIMATOR_BATCH_SIZE", "Calibration", "Estimator", "EstimatorContext", "Fused",
            "build_estimator", "calibration_path", "canonical_spec", "fit_calibrated"]
@@ -18,5 +17,5 @@ def build_estimator(spec: str, param: str = "score") -> Estimator:
     naming `param` (the caller's parameter the spec came from)."""
     components = parse_spec(spec, param)
     if len(components) == 1:
-        return ESTIMATORS.get(components[0][1], param).obj()
+        return build_component(components[0][1], param)
     return Fused(components)

@@ -16,10 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from estimators.base import Estimator, EstimatorContext
-from estimators.score_spec import format_spec, parse_spec
+from estimators.score_spec import build_component, format_spec, parse_spec
 from nas.core.arch import Arch, arch_id
 from nas.core.ranks import average_ranks
-from nas.core.registry import ESTIMATORS
 
 
 def is_fusion(spec: str) -> bool:
@@ -44,7 +43,7 @@ class Fused(Estimator):
     population = True
 
     def __init__(self, components: Sequence[tuple[float, str]]):
-        self.components = [(float(w), ESTIMATORS.get(n).obj()) for w, n in components]
+        self.components = [(float(w), build_component(n)) for w, n in components]
         self.name = format_spec(list(components))
         self.needs = frozenset().union(*(e.needs for _, e in self.components))
         self.cheap = all(e.cheap for _, e in self.components)

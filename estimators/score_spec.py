@@ -6,7 +6,7 @@ Grammar (spaces around `+` and `*` are ignored):
     component := [weight "*"] name
     weight    := ASCII decimal number: 2, 0.5, .5, 3e-2, 1.5E3 (no sign, no `_`, no `+` in the
                  exponent, no inf/nan), positive, finite and not denormal; none means 1
-    name      := a registered estimator name
+    name      := a registered estimator name, or table:PATH[:COLUMN] (`estimators/table.py`)
 
 A component appears once (`naswot+2*naswot` is refused rather than merged: give it one
 weight). The weights together must sum to a finite number. The canonical spelling sorts the
@@ -22,6 +22,8 @@ import math
 import re
 import sys
 
+from estimators.base import Estimator
+from estimators.table import TableScore, check_spec, is_table_spec
 from nas.core.errors import ConfigError, clip
 from nas.core.registry import ESTIMATORS
 
@@ -49,13 +51,21 @@ def parse_spec(spec: str, param: str = PARAM) -> list[tuple[float, str]]:
         if not name:
             raise ConfigError(f"{param}: empty component in '{clip(spec)}'; {_EXAMPLE}")
         weight = _weight(weight_text, name, spec, param) if star else 1.0
-        ESTIMATORS.get(name, param)    # an unknown name: RegistryError naming `param`, with a did-you-mean
+        if is_table_spec(name):
+            check_spec(name, param)    # a missing file or column: one line naming `param`
+        else:
+            ESTIMATORS.get(name, param)    # an unknown name: RegistryError naming `param`, with a did-you-mean
         if name in components:
             raise ConfigError(f"{param}: '{name}' appears twice in '{clip(spec)}'; give it one weight instead")
         components[name] = weight
     if not math.isfinite(sum(components.values())):
         raise ConfigError(f"{param}: the weights of '{clip(spec)}' sum beyond the largest float; scale them down")
     return sorted(((w, n) for n, w in components.items()), key=lambda c: c[1])
+
+
+def build_component(name: str, param: str = PARAM) -> Estimator:
+    """The estimator of one component's name: a registered estimator or a table."""
+    return TableScore(name, param) if is_table_spec(name) else ESTIMATORS.get(name, param).obj()
 
 
 def _weight(text: str, name: str, spec: str, param: str) -> float:

@@ -37,15 +37,16 @@ from nas.engine.searching.summary import format_search_summary, search_summary
 from nas.engine.space_report import format_space_summary, run_space_summary, space_summary
 from nas.engine.training.stage import resume_config, run_name, train
 from nas.engine.training.summary import TrainSummary, train_summary
+from nas.engine.untrained import check_untrained_search, names_a_run, untrained_run
 
-__all__ = ["EXPORT_FORMATS", "SPLITS", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult",
-           "GroundTruthResult", "Run", "SearchResult", "TrainSummary", "arch_generator", "build_space",
-           "build_strategy", "build_supernet", "evaluate", "export_subnet", "fidelity", "format_fidelity_summary",
-           "format_search_summary", "format_shipped", "format_space_summary", "generate", "ground_truth",
-           "latency_fit", "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights",
-           "read_shipped", "resolve_arch", "resolve_budget",
-           "resume_config", "run_name", "run_space_summary", "search", "search_summary", "space_summary",
-           "standalone_model", "train", "train_summary"]
+__all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult", "GroundTruthResult",
+           "Run", "SPLITS", "SearchResult", "TrainSummary", "arch_generator", "build_space", "build_strategy",
+           "build_supernet", "check_untrained_search", "evaluate", "export_subnet", "fidelity",
+           "format_fidelity_summary", "format_search_summary", "format_shipped", "format_space_summary", "generate",
+           "ground_truth", "latency_fit", "latency_table", "load_config", "load_run", "load_source", "load_splits",
+           "load_weights", "names_a_run", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",
+           "run_space_summary", "search", "search_summary", "space_summary", "standalone_model", "train",
+           "train_summary", "untrained_run"]
 
 
 def latency_fit(target: str, timings: str, column: str = "latency_ms", priors: tuple[str, ...] = (),

@@ -97,6 +97,15 @@ def _names_a_run(target: str, runs_dir: str) -> bool:
         raise
 
 
+def _names_a_config(target: str) -> bool:
+    from nas.core.config import resolve_config_path
+    try:
+        resolve_config_path(target)
+        return True
+    except ConfigError:
+        return False
+
+
 def cmd_space(args: argparse.Namespace) -> int:
     from nas import api
     if _names_a_run(args.config, args.runs_dir):
@@ -126,7 +135,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _arch_help() -> str:
-    return "max, min, or a YAML/JSON arch file (e.g. a search's best.yaml)"
+    return ("max, min, a YAML/JSON arch file (e.g. a search's best.yaml), or for cell201 a NAS-Bench-201 string "
+            "('|nor_conv_3x3~0|+|...|')")
+
+
+def _named(space: Any, ident: str, arch: Any) -> str:
+    """An arch id with the space's own spelling of the arch beside it, where it has one."""
+    label = space.arch_label(arch)
+    return f"{ident} ({label})" if label else ident
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -136,7 +152,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_json())
     else:
-        print(f"{result.arch_id}  {args.split} top-1 {result.top1:.4f}  top-5 {result.top5:.4f}  "
+        print(f"{_named(run.space, result.arch_id, result.arch)}  {args.split} top-1 {result.top1:.4f}  top-5 {result.top5:.4f}  "
               f"({result.n_images} images)  MACs {format_amount(result.macs)}  "
               f"params {format_amount(result.params)}  step {result.step}")
     return 0
@@ -152,8 +168,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         tuned = record.record.get("finetune")
         how = (f" (fine-tuned {tuned['steps']} steps; inherited: val {record.record['inherited']['val_top1']:.4f}, "
                f"test {record.record['inherited']['test_top1']:.4f})" if tuned else " (inherited weights)")
-        print(f"exported {record.arch_id} to {record.dir}: val top-1 {record.val_top1:.4f}, "
-              f"test top-1 {record.test_top1:.4f}{how}, MACs {format_amount(record.macs)}, "
+        print(f"exported {_named(run.space, record.arch_id, api.resolve_arch(run.space, args.arch))} to {record.dir}: "
+              f"val top-1 {record.val_top1:.4f}, test top-1 {record.test_top1:.4f}{how}, MACs {format_amount(record.macs)}, "
               f"params {format_amount(record.params)}")
     if record.warning:
         print(f"warning: {record.warning}", file=sys.stderr)
@@ -194,7 +210,13 @@ def _options(items: list[str]) -> dict[str, Any]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from nas import api
-    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+    if api.names_a_run(args.run, args.runs_dir) or not _names_a_config(args.run):
+        if args.set:
+            raise ConfigError("--set: overrides apply to a config, not to a trained run")
+        run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+    else:      # a config: its untrained supernet, for scores that read no trained weight
+        api.check_untrained_search(args.score, args.out, args.workers, args.finalists)
+        run = api.untrained_run(api.load_config(args.run, args.set), args.out, args.device)
     result = api.search(
         run, args.searcher,
         max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=args.max_latency_ms,
@@ -211,11 +233,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         scored = (f"val top-1 {result.val_top1:.4f}" if result.score == SUPERNET_SCORE else
                   f"{result.score} {result.score_value:.6g}"
                   + (f" (val top-1 {result.val_top1:.4f})" if result.val_top1 is not None else ""))
-        print(f"best {result.arch_id}: {scored}, MACs {format_amount(result.macs)}, "
+        print(f"best {_named(run.space, result.arch_id, result.best)}: {scored}, MACs {format_amount(result.macs)}, "
               f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new)")
         if result.finalists is not None:
             print(api.format_search_summary(api.search_summary(result.dir)).splitlines()[2])
-        print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
+        if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
+            print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
     return 0
 
 
@@ -359,7 +382,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(func=cmd_export)
 
     search = commands.add_parser("search", help="search a trained supernet for the best subnet under a budget")
-    search.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir")
+    search.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir; or a config (shipped "
+                        "name or YAML path) to search its untrained supernet by a table or zero-cost score "
+                        "(needs --out)")
+    search.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="with a config: override its keys, e.g. --set data.root=DIR")
     search.add_argument("--searcher", default="evolution", choices=SEARCHERS.names(),
                         help="registered searcher (default evolution)")
     search.add_argument("--score", default="auto", metavar="NAME",
@@ -427,7 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="train that many archs at once, in processes of one thread each (default 1)")
     fidelity.add_argument("--ground-truth", metavar="DIR",
                           help="cache of standalone trainings, shared by runs on one space "
-                               "(default runs/NAME/fidelity/ground_truth)")
+                               "(default runs/NAME/fidelity/ground_truth); or table:PATH.csv[:COLUMN], "
+                               "accuracies measured elsewhere (e.g. NAS-Bench-201's), nothing trained")
     fidelity.add_argument("--estimators", metavar="A,B,...",
                           help="estimators to report beside the supernet (names or fusions like supernet+naswot; "
                                "default: supernet and every cheap one; calibrated only when named; supernet, macs "

@@ -187,6 +187,16 @@ class ArchSpace(abc.ABC):
         (gradient matching leaves them out)."""
         raise NotImplementedError(f"space '{self.name}' names no parameters for '{key}'")
 
+    # -- other spellings -----------------------------------------------------------------
+    def arch_from_text(self, text: str) -> Arch | None:
+        """The arch a space's own text notation names (cell201: a NAS-Bench-201 string), None
+        when `text` is not in it (spaces without a notation: always None)."""
+        return None
+
+    def arch_label(self, arch: Mapping[str, Any]) -> str | None:
+        """The canonical `arch` in the space's own notation, shown beside its id (or None)."""
+        return None
+
     # -- checking -------------------------------------------------------------------------
     def validate(self, arch: Mapping[str, Any]) -> None:
         """Raise `ArchError` naming the first problem key and its allowed values."""

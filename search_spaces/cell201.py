@@ -20,7 +20,18 @@ cells per stage roughly double both. The stem has stride 1: the reduction blocks
 pooling and the strided convolution.
 
 Arch keys: `edge{to}<-{from}` (e.g. `edge3<-1: conv_3x3`). `to_nb201_string` and
-`from_nb201_string` convert to and from NAS-Bench-201's `|op~0|+|op~0|op~1|+|...|` strings.
+`from_nb201_string` convert to and from NAS-Bench-201's `|op~0|+|op~0|op~1|+|...|` strings;
+wherever an arch is accepted (`--arch`, arch files, score tables) such a string is too.
+
+Costs (`costs` option): `macs` (default) counts the multiply-accumulates of the convolutions
+and the classifier, as everywhere in `nas`. `nb201` counts as the NAS-Bench-201 figures of
+NASLib's zero-cost file do (`flops` there; `benchmarks/nb201_costs.py` checks all 725 archs):
+per element, 2 for an affine batch norm and 1 for a ReLU (on its input), k x k per output
+element of a k x k average pooling (the 3x3 pooling edges and the reduction shortcut's 2x2),
+`(window + 1)^2` per channel for the global pooling (the counter's own rule), plus the MACs.
+Parameters are the same either way. One documented difference remains: the benchmark also
+runs (and counts) the dead edges that this space prunes, so an arch with a dead convolution
+costs less here than there.
 """
 from __future__ import annotations
 
@@ -50,6 +61,7 @@ from search_spaces.ops.nb201 import (
     ElasticResNetBasicBlock,
 )
 
+COST_COUNTS = ("macs", "nb201")
 EDGES = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))   # (to, from), NAS-Bench-201 string order
 OPERATIONS = ("none", "skip_connect", "avg_pool_3x3", "conv_1x1", "conv_3x3")   # cheapest first
 NB201_NAMES = {"none": "none", "skip_connect": "skip_connect", "avg_pool_3x3": "avg_pool_3x3",
@@ -125,6 +137,26 @@ def _count_networks(choices: tuple[tuple[str, tuple[str, ...]], ...], required: 
 
 
 @dataclass(frozen=True)
+class _Nb201Extras:
+    """What `costs: nb201` adds to the MACs of a layer (all zero for `costs: macs`): the
+    per-element rules of the counter behind NASLib's NAS-Bench-201 figures (module docstring)."""
+
+    on: bool
+
+    def bn(self, elements: int) -> int:
+        return 2 * elements if self.on else 0
+
+    def relu(self, elements: int) -> int:
+        return elements if self.on else 0
+
+    def pool(self, kernel: int, out_elements: int) -> int:
+        return kernel * kernel * out_elements if self.on else 0
+
+    def global_pool(self, channels: int, side: int) -> int:
+        return channels * (side + 1) ** 2 if self.on else 0
+
+
+@dataclass(frozen=True)
 class Cell201Options:
     """Options of the `cell201` space (`space.options` in YAML)."""
 
@@ -132,9 +164,13 @@ class Cell201Options:
     channels: int = 8             # C: cells of the three stages have C, 2C, 4C channels
     cells_per_stage: int = 1      # N
     operations: tuple[str, ...] = OPERATIONS
+    costs: str = "macs"           # macs | nb201: what MACs count (module docstring)
 
     def __post_init__(self) -> None:
         problems = []
+        if self.costs not in COST_COUNTS:
+            problems.append(f"costs: {self.costs!r} is not a way of counting{did_you_mean(self.costs, COST_COUNTS)}; "
+                            f"choose one of {list(COST_COUNTS)}")
         if self.image_size < 4 or self.image_size % 4:
             problems.append(f"image_size: must be a positive multiple of 4 (two 2x reductions), got {self.image_size}")
         problems += int_problems(1, channels=self.channels, cells_per_stage=self.cells_per_stage)
@@ -187,6 +223,14 @@ class Cell201Space(ArchSpace):
     def is_live(self, arch: Mapping[str, Any]) -> bool:
         """Whether some path of non-`none` edges joins the cell's input to its output."""
         return bool(live_edges(arch))
+
+    def arch_from_text(self, text: str) -> Arch | None:
+        """The arch of a NAS-Bench-201 string (text starting with `|`), else None."""
+        return from_nb201_string(text) if str(text).strip().startswith("|") else None
+
+    def arch_label(self, arch: Mapping[str, Any]) -> str:
+        """NAS-Bench-201's string of the canonical `arch` (dead edges written `none`)."""
+        return to_nb201_string(self.canonical(arch))
 
     def min(self) -> Arch:
         """The cheapest arch, a live network where one costs as little as the dead all-`none`
@@ -251,27 +295,35 @@ class Cell201Space(ArchSpace):
         """
         arch = self.canonical(arch)
         c, side, cin = self.options.channels, self.options.image_size, self.in_chans
+        extra = _Nb201Extras(self.options.costs == "nb201")
         live = live_edges(arch)
-        layers = [LayerCost(f"stem:{cin}x{side}x{side}:{c}", conv_macs(cin, c, 3, (side, side)),
+        layers = [LayerCost(f"stem:{cin}x{side}x{side}:{c}", conv_macs(cin, c, 3, (side, side)) + extra.bn(c * side * side),
                             cin * c * 9 + 2 * c, (cin, side, side), ("stem",))]
         for index, (kind, cin, cout, side) in enumerate(self.stages()):
             shape = (cin, side, side)
             if kind == "reduce":
                 half = side // 2
+                out = cout * half * half
                 macs = (conv_macs(cin, cout, 3, (half, half)) + conv_macs(cout, cout, 3, (half, half))
-                        + conv_macs(cin, cout, 1, (half, half)))
+                        + conv_macs(cin, cout, 1, (half, half)) + extra.relu(cin * side * side) + extra.bn(out)
+                        + extra.relu(out) + extra.bn(out) + extra.pool(2, cin * half * half))
                 params = cin * cout * 9 + cout * cout * 9 + cin * cout + 4 * cout
                 layers.append(LayerCost(f"resblock:{cin}x{side}x{side}:{cout}", macs, params, shape,
                                         (f"cells.{index}",)))
                 continue
+            elements = cin * side * side
             for to, source, op in live:
                 kernel = CONV_KERNELS.get(op)
-                macs = conv_macs(cin, cin, kernel, (side, side)) if kernel else 0
+                macs = conv_macs(cin, cin, kernel, (side, side)) + extra.relu(elements) + extra.bn(elements) if kernel else 0
+                if op == "avg_pool_3x3":
+                    macs = extra.pool(3, elements)
                 params = cin * cin * kernel * kernel + 2 * cin if kernel else 0
                 layers.append(LayerCost(f"edge:{op}:{cin}x{side}x{side}", macs, params, shape,
                                         (f"cells.{index}.edges.{to}<-{source}",)))
         width, side = 4 * c, self.options.image_size // 4
-        layers.append(LayerCost(f"head:{width}x{side}x{side}:{self.num_classes}", width * self.num_classes,
+        head = (width * self.num_classes + extra.bn(width * side * side) + extra.relu(width * side * side)
+                + extra.global_pool(width, side))
+        layers.append(LayerCost(f"head:{width}x{side}x{side}:{self.num_classes}", head,
                                 2 * width + width * self.num_classes + self.num_classes, (width, side, side),
                                 ("lastact", "global_pooling", "flatten", "classifier")))
         return layers

@@ -28,8 +28,9 @@ def arch_id(canonical_arch: Arch) -> str:
     return hashlib.sha1(arch_json(canonical_arch).encode()).hexdigest()[:10]
 
 
-def read_arch_file(path: str | Path) -> Arch:
-    """Read an arch file (YAML or JSON): a bare mapping or one under the key `arch`."""
+def read_arch_file(path: str | Path) -> Arch | str:
+    """Read an arch file (YAML or JSON): a bare mapping or one under the key `arch`; or, under
+    `arch`, a string that a space reads as an arch (e.g. a NAS-Bench-201 string), returned as is."""
     path = Path(path)
     if not path.is_file():
         raise ArchError(f"--arch: {path}: no such file (give max, min or a YAML/JSON arch file)")
@@ -37,6 +38,8 @@ def read_arch_file(path: str | Path) -> Arch:
         data = yaml_io.load_mapping(path)
     except ConfigError as e:
         raise ArchError(str(e)) from e
+    if set(data) == {"arch"} and isinstance(data["arch"], str):
+        return data["arch"]
     if set(data) == {"arch"} or ("arch" in data and isinstance(data["arch"], dict)):
         data = data["arch"]
     if not isinstance(data, dict):

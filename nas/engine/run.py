@@ -17,7 +17,7 @@ from torch import nn
 
 from nas.core.arch import Arch, read_arch_file
 from nas.core.config import RunConfig, load_config
-from nas.core.errors import CheckpointError
+from nas.core.errors import ArchError, CheckpointError, clip
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
 from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail
 from nas.engine.data.build import build_source
@@ -139,14 +139,24 @@ def load_weights(strategy: Strategy, state: Mapping[str, Any], path: Path, confi
 
 
 def resolve_arch(space: ArchSpace, spec: str | Mapping[str, Any]) -> Arch:
-    """`max`, `min`, an arch file path, or an arch mapping -> a canonical arch of `space`."""
+    """`max`, `min`, the space's own notation (cell201: a NAS-Bench-201 string), an arch file
+    path (holding a mapping or such a string), or an arch mapping -> a canonical arch of `space`."""
     if isinstance(spec, Mapping):
         return space.canonical(spec)
     if spec == "max":
         return space.max()
     if spec == "min":
         return space.min()
-    return space.canonical(read_arch_file(spec))
+    arch = space.arch_from_text(spec)
+    if arch is None:
+        arch = read_arch_file(spec)
+    if isinstance(arch, str):
+        text = arch
+        arch = space.arch_from_text(text)
+        if arch is None:
+            raise ArchError(f"{spec}: arch: {clip(text)!r} is no arch of space '{space.name}' (give a mapping of "
+                            f"its choices)")
+    return space.canonical(arch)
 
 
 def arch_generator(run: Run) -> Any:

@@ -245,6 +245,16 @@ def test_image_folder_loads(tmp_path):
     assert (all_train == 128).all(dim=(1, 2, 3)).sum() == 1  # grey image converted to RGB
 
 
+def test_an_image_folder_with_test_and_no_val_holds_out_test(tmp_path):
+    """CIFAR-10 as image files comes as train/ and test/: test/ is the held-out split then."""
+    write_image_tree(tmp_path)
+    expected = datasets.load_dataset("imagefolder", root=str(tmp_path), image_size=8, val_size=2)
+    (tmp_path / "val").rename(tmp_path / "test")
+    splits = datasets.load_dataset("imagefolder", root=str(tmp_path), image_size=8, val_size=2)
+    assert torch.equal(splits.test_images, expected.test_images)
+    assert torch.equal(splits.test_labels, expected.test_labels)
+
+
 def test_image_folder_errors(tmp_path):
     with pytest.raises(DataError, match="data.image_size"):
         datasets.load_dataset("imagefolder", root=str(tmp_path))

@@ -241,11 +241,18 @@ class ImageFolderFiles:
 
     classes: list[str]                 # train/'s class folders, sorted: label i is classes[i]
     train: list[tuple[str, int]]       # (path, label) of train/<class>/*
-    test: list[tuple[str, int]]        # (path, label) of val/<class>/*, with train/'s labels
+    test: list[tuple[str, int]]        # (path, label) of val/<class>/* (or test/), with train/'s labels
+
+
+def held_out_folder(root: str) -> str:
+    """`val`, or `test` where a tree has a test/ folder and no val/ (CIFAR-10 as image files)."""
+    has = {part: os.path.isdir(os.path.join(root, part)) for part in ("val", "test")}
+    return "test" if has["test"] and not has["val"] else "val"
 
 
 def list_imagefolder(root: str | None) -> ImageFolderFiles:
-    """List `root/train/<class>/*` and `root/val/<class>/*` (val/ may lack classes, not add any).
+    """List `root/train/<class>/*` and `root/val/<class>/*` (val/ may lack classes, not add any;
+    a tree with test/ and no val/ gives test/ instead).
 
     Raises:
         DataError: naming `data.root` when the tree is missing or malformed.
@@ -256,19 +263,20 @@ def list_imagefolder(root: str | None) -> ImageFolderFiles:
         raise DataError("data.root: required for imagefolder (a directory with train/<class>/* "
                         "and val/<class>/*)")
     listed = []
-    for part in ("train", "val"):
+    held_out = held_out_folder(root)
+    for part in ("train", held_out):
         path = os.path.join(root, part)
         if not os.path.isdir(path):
             raise DataError(f"data.root: {_tail(path)} is not a directory (imagefolder needs "
                             f"{part}/<class>/<image files>)")
         try:
-            listed.append(datasets.ImageFolder(path, allow_empty=part == "val"))
+            listed.append(datasets.ImageFolder(path, allow_empty=part == held_out))
         except (FileNotFoundError, OSError) as e:
             raise DataError(f"data.root: {_tail(path)}: {str(e).splitlines()[0][:120]}") from e
     train, val = listed
     unknown = sorted(set(val.classes) - set(train.classes))
     if unknown:
-        raise DataError(f"data.root: classes {clip(', '.join(unknown))} of val/ are not in train/")
+        raise DataError(f"data.root: classes {clip(', '.join(unknown))} of {held_out}/ are not in train/")
     remap = [train.class_to_idx[c] for c in val.classes]
     return ImageFolderFiles(list(train.classes), [(p, int(y)) for p, y in train.samples],
                             [(p, remap[y]) for p, y in val.samples])

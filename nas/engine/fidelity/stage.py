@@ -77,6 +77,7 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, EstimatorContext
     from nas.engine.fidelity.estimators import build_estimators, needs_batches, parse_names, scoring
     from nas.engine.fidelity.runner import check_arguments, plan, run_fidelity
+    from nas.engine.fidelity.table_truth import is_table, table_plan
 
     check_arguments(archs, epochs, seeds, workers, extends)     # before loading the run
     check_int("init_seeds", init_seeds, 1)
@@ -85,11 +86,17 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     if not isinstance(run, Run):
         run = load_run(run, runs_dir, checkpoint, device)
     # before any evaluation or folder: where it writes, then the data (the recipe's, the run's)
-    root = Path(ground_truth_dir) if ground_truth_dir is not None else run.dir.fidelity("ground_truth")
-    check_writable(root, "ground_truth_dir" if ground_truth_dir is not None else "RUN")
+    table = is_table(str(ground_truth_dir))      # a table of measured accuracies: nothing to train
+    if not table:
+        root = Path(ground_truth_dir) if ground_truth_dir is not None else run.dir.fidelity("ground_truth")
+        check_writable(root, "ground_truth_dir" if ground_truth_dir is not None else "RUN")
     check_writable(out if out is not None else run.dir.fidelity(""), "out" if out is not None else "RUN")
-    measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
-                    recipe=recipe, selection_seed=selection_seed, init_seeds=init_seeds, extends=extends)
+    if table:
+        measured = table_plan(str(ground_truth_dir), run.space, archs=archs, epochs=epochs, seeds=seeds,
+                              recipe=recipe, selection_seed=selection_seed, init_seeds=init_seeds, extends=extends)
+    else:
+        measured = plan(run.config, run.space, standalone_model, root, archs=archs, epochs=epochs, seeds=seeds,
+                        recipe=recipe, selection_seed=selection_seed, init_seeds=init_seeds, extends=extends)
     _ = run.data     # loads (and so checks) the run's data before any evaluation or folder
     ident = measured.ident() + ("" if run.checkpoint.name == LAST else f"-{run.checkpoint.stem}")
     settings = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,

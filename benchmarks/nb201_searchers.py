@@ -1,0 +1,94 @@
+"""Searchers on NAS-Bench-201: random, evolution and TPE with the benchmark's CIFAR-10 table as
+the objective, at several query budgets and seeds, through the product's own search path.
+
+Each cell is `nas search cifar10_nb201 --score table:nb201_cifar10.csv --searcher S --trials N
+--seed K --out DIR` (an untrained run: no training, each query a table lookup); the found arch's
+accuracy is the table's value of the search's best arch. Queries are distinct archs (a search
+never evaluates an arch twice). The objective and the reported figure are the same test
+accuracies, as in NAS-Bench-201's own searcher comparisons with the test table as the
+oracle; the table's optimum is 94.37. Prints mean and sd per (searcher, queries), then the
+issue's targets, then one JSON line.
+
+    python benchmarks/nb201_searchers.py [--queries 50,100,300] [--seeds 10]
+        [--searchers random,evolution,optuna-tpe] [--table ../shared/data/nb201/nb201_cifar10.csv]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nb201_data import TABLE  # noqa: E402
+from nas import api  # noqa: E402
+
+OPTIMUM = 94.37
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", default="50,100,300", help="query budgets (--trials), comma-separated")
+    parser.add_argument("--seeds", type=int, default=10, help="search seeds 0..N-1 per cell (default 10)")
+    parser.add_argument("--searchers", default="random,evolution,optuna-tpe")
+    parser.add_argument("--table", type=Path, default=TABLE, help="NAS-Bench-201's CIFAR-10 table")
+    parser.add_argument("--config", default="cifar10_nb201")
+    return parser.parse_args(argv)
+
+
+def found_accuracy(config, searcher: str, trials: int, seed: int, score: str, root: Path) -> float:
+    """The table's accuracy of the arch one search answers."""
+    out = root / f"{searcher}-{trials}-s{seed}"
+    run = api.untrained_run(config, out, "cpu")
+    result = api.search(run, searcher, trials=trials, seed=seed, score=score, out=out, progress=False)
+    return float(result.score_value)
+
+
+def targets(cells: dict[str, dict]) -> list[str]:
+    """The issue's targets, met or missed."""
+    lines = []
+    evo, rnd = cells.get("evolution-100"), cells.get("random-100")
+    if evo and rnd:
+        spread = max(evo["sd"], rnd["sd"])
+        ahead = evo["mean"] - rnd["mean"]
+        lines.append(f"evolution ahead of random at 100 queries by more than the seed spread: {ahead:+.2f} vs sd "
+                     f"{spread:.2f}: {'met' if ahead > spread else 'missed'}")
+    for name, cell in cells.items():
+        if name.endswith("-300"):
+            lines.append(f"{name}: mean {cell['mean']:.2f} >= 94.2: {'met' if cell['mean'] >= 94.2 else 'missed'}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    if not args.table.is_file():
+        sys.exit(f"no table at {args.table}")
+    config = api.load_config(args.config)
+    score = f"table:{args.table}"
+    cells: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for searcher in args.searchers.split(","):
+            for trials in (int(q) for q in args.queries.split(",")):
+                start = time.perf_counter()
+                found = [found_accuracy(config, searcher, trials, seed, score, Path(tmp)) for seed in range(args.seeds)]
+                cells[f"{searcher}-{trials}"] = {
+                    "searcher": searcher, "queries": trials, "found": found, "mean": statistics.fmean(found),
+                    "sd": statistics.stdev(found) if len(found) > 1 else 0.0,
+                    "optimum_hits": sum(round(f, 2) >= OPTIMUM for f in found),
+                    "seconds": round(time.perf_counter() - start, 1)}
+                c = cells[f"{searcher}-{trials}"]
+                print(f"{searcher:11s} {trials:4d} queries: {c['mean']:.2f} +- {c['sd']:.2f} "
+                      f"(min {min(found):.2f}, max {max(found):.2f}, optimum {c['optimum_hits']}/{len(found)}) "
+                      f"[{c['seconds']} s]", flush=True)
+    for line in targets(cells):
+        print(line)
+    print(json.dumps(cells))
+    return cells
+
+
+if __name__ == "__main__":
+    main()

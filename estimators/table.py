@@ -1,0 +1,161 @@
+"""`table:PATH[:COLUMN]`: measured results read from a CSV file, as a score or a ground truth.
+
+A table of results someone measured (NAS-Bench-201's 15,625 CIFAR-10 accuracies, a colleague's
+trainings) ranks archs at zero cost: `nas search --score table:nb201_cifar10.csv` searches it
+as NAS-Bench users do, `nas fidelity --ground-truth table:...` measures estimators against it.
+
+The file is a CSV with a header row. The arch of a row is its `arch` column, a string of the
+space's own notation (cell201: a NAS-Bench-201 string such as `|nor_conv_3x3~0|+|...|`) or a
+YAML/JSON mapping of the choices (`{edge1<-0: conv_3x3, ...}`); without an `arch` column, its
+`arch_id` column. The score is COLUMN, or the one column that is neither of those nor `index`
+(several such columns: name one). Rows of archs with choices outside the space (a table of a
+wider space) are skipped; a malformed row is an error naming its line. PATH is everything after `table:` when no file is named by the
+part before the last `:`. Rows are read as the space's canonical archs; rows that name one
+network (NAS-Bench-201 spells a network once per spelling of its dead edges) give the value of
+the row spelt canonically, or else their mean. An arch the table lacks is an error naming it,
+never a silent zero.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from estimators.base import Estimator, EstimatorContext
+from nas.core.yaml_io import loads as load_yaml
+from nas.core.arch import Arch, arch_id
+from nas.core.errors import ArchError, ConfigError, clip
+from search_spaces.base import ArchSpace
+
+PREFIX = "table:"
+KEY_COLUMNS = ("arch", "arch_id")
+_loaded: dict[tuple, dict[str, float]] = {}     # (path, mtime, size, column, space fingerprint) -> values
+
+
+def is_table_spec(name: str) -> bool:
+    """Whether a score name is a table (`table:PATH[:COLUMN]`)."""
+    return isinstance(name, str) and name.startswith(PREFIX)
+
+
+def split_spec(spec: str, param: str = "score") -> tuple[Path, str | None]:
+    """(PATH, COLUMN or None) of `table:PATH[:COLUMN]`; a missing file is one line naming `param`."""
+    body = spec[len(PREFIX):]
+    head, sep, column = body.rpartition(":")
+    if sep and head and Path(head).is_file():
+        return Path(head), column or None
+    if not Path(body).is_file():
+        raise ConfigError(f"{param}: {clip(spec)}: no such table file (write table:PATH.csv or table:PATH.csv:COLUMN)")
+    return Path(body), None
+
+
+def _header(path: Path, param: str) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f), None)
+    if not header:
+        raise ConfigError(f"{param}: {path}: an empty file; a table needs a header row")
+    return [name.strip() for name in header]
+
+
+def check_spec(spec: str, param: str = "score") -> tuple[Path, str, str]:
+    """(path, key column, score column) of a table spec, checked against its header row."""
+    path, column = split_spec(spec, param)
+    header = _header(path, param)
+    keys = [k for k in KEY_COLUMNS if k in header]
+    if not keys:
+        raise ConfigError(f"{param}: {path}: no arch column (the header needs 'arch' or 'arch_id'; it has "
+                          f"{clip(', '.join(header))})")
+    if column is None:
+        values = [c for c in header if c not in (*KEY_COLUMNS, "index")]
+        if len(values) != 1:
+            raise ConfigError(f"{param}: {path}: name the score column (table:{path}:COLUMN), one of "
+                              f"{clip(', '.join(values)) or '(none)'}")
+        column = values[0]
+    if column not in header:
+        raise ConfigError(f"{param}: {path}: no column {column!r}; columns: {clip(', '.join(header))}")
+    return path, keys[0], column
+
+
+def _row_arch(space: ArchSpace, key_column: str, text: str, where: str) -> tuple[str, bool] | None:
+    """(arch id, whether the row spells the arch canonically) of a row's key; None for a
+    well-formed arch of other choices (a table of a wider space: the search never meets it)."""
+    if key_column == "arch_id":
+        return text, True
+    try:
+        arch = space.arch_from_text(text)
+        if arch is None:
+            arch = load_yaml(text, where)
+        if not isinstance(arch, dict):
+            raise ArchError(f"{clip(text)!r} is no arch of space '{space.name}' (a notation of the space or a "
+                            "mapping of its choices)")
+    except (ArchError, ConfigError) as e:
+        problem = str(e).splitlines()[0].removeprefix(f"{where}: ")
+        raise ArchError(f"{where}: {problem}") from None
+    try:
+        canonical = space.canonical(arch)
+    except ArchError:
+        return None
+    return arch_id(canonical), canonical == dict(arch)
+
+
+def read_table(spec: str, space: ArchSpace, param: str = "score") -> dict[str, float]:
+    """Arch id -> value of a table spec for `space` (module docstring); read once per file state."""
+    path, key_column, column = check_spec(spec, param)
+    stat = path.stat()
+    cache_key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, column, space.fingerprint())
+    if cache_key not in _loaded:
+        rows: dict[str, list[tuple[bool, float]]] = {}
+        with path.open(newline="", encoding="utf-8") as f:
+            for line, row in enumerate(csv.DictReader(f), start=2):
+                where = f"{path}: line {line}"
+                key = _row_arch(space, key_column, (row.get(key_column) or "").strip(), where)
+                if key is None:
+                    continue
+                ident, spelt = key
+                try:
+                    value = float(row.get(column) or "")
+                except ValueError:
+                    raise ConfigError(f"{where}: {column}: {clip(row.get(column))!r} is not a number") from None
+                if not math.isfinite(value):
+                    raise ConfigError(f"{where}: {column}: {value} is not a finite number")
+                rows.setdefault(ident, []).append((spelt, value))
+        _loaded[cache_key] = {ident: _one_value(found) for ident, found in rows.items()}
+    return _loaded[cache_key]
+
+
+def _one_value(found: list[tuple[bool, float]]) -> float:
+    """The value of the row spelt canonically, else the mean of the rows of the network."""
+    spelt = [value for canonical, value in found if canonical]
+    return spelt[0] if spelt else statistics.fmean(value for _, value in found)
+
+
+def digest(path: Path) -> str:
+    """First 10 hex digits of sha1 of the file's bytes: which table a measurement read."""
+    return hashlib.sha1(path.read_bytes()).hexdigest()[:10]
+
+
+def lookup(values: dict[str, float], arch: Arch, space: ArchSpace, spec: str) -> float:
+    """The table's value of `arch`; one line naming the arch (and the table) when it lacks it."""
+    ident = arch_id(space.canonical(arch))
+    if ident not in values:
+        label = space.arch_label(arch)
+        raise ArchError(f"{spec}: arch {ident}{f' ({label})' if label else ''} is not in the table "
+                        f"({len(values)} archs of space '{space.name}')")
+    return values[ident]
+
+
+class TableScore(Estimator):
+    """The value a CSV table gives each arch (module docstring): no data, no weights."""
+
+    needs = frozenset()
+    cheap = True
+
+    def __init__(self, spec: str, param: str = "score"):
+        check_spec(spec, param)
+        self.name = spec
+
+    def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
+        values = read_table(self.name, context.space)
+        return [lookup(values, arch, context.space, self.name) for arch in archs]
