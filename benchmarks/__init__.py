@@ -60,7 +60,11 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "subnet_vs_standalone": (Command("hours", "RUN --arch max --arch min", needs=RUN),),
     "shipped_accuracy": (Command("hours", "RUN --ground-truth benchmarks/ground_truth --ground-truth "
                                           "benchmarks/ground_truth_searched --finetune-archs 500f88c52b", needs=RUN),),
-    "latency_fit": (Command("minutes", "--ks 10 20 50 100"),),
+    "latency_fit": (Command("minutes", "--ks 10 20 50 100", needs="the shared NAS-Bench-201 data"),),
+    "nb201_costs": (Command("minutes", needs="the shared NAS-Bench-201 data"),),
+    "nb201_searchers": (Command("hours", needs="the shared NAS-Bench-201 data"),),
+    "nb201_proxies": (Command("minutes", "--images DIR --archs 100 --init-seeds 1",
+                              needs="the shared NAS-Bench-201 data and CIFAR-10 images"),),
     "ranking": (Command("hours", "--ground-truth DIR --config fashion_mnist_cell201 --workers 2"),),
     "standalone_speed": (Command("hours"),),
     "train_quality": (Command("hours"),),

@@ -3,17 +3,14 @@ them) for every arch of NASLib's file? Prints the counts of exact matches, and f
 with dead edges (which this space prunes and the benchmark runs) whether the difference is
 exactly the dead edges' own costs.
 
-    python benchmarks/nb201_costs.py          # reads ../shared/data/nb201/naslib_zc_nb201_cifar10.json
+    python -m benchmarks.nb201_costs          # reads ../shared/data/nb201/naslib_zc_nb201_cifar10.json
 """
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nb201_data import NASLIB_FILE, naslib_arch, naslib_records, paper_space  # noqa: E402
-from search_spaces.cell201 import EDGES, edge_key  # noqa: E402
+from benchmarks.nb201_data import NASLIB_FILE, naslib_arch, naslib_records, paper_space
+from search_spaces.cell201 import EDGES, edge_key
 
 
 def edge_costs(space) -> dict[str, tuple[int, int]]:
@@ -25,7 +22,8 @@ def edge_costs(space) -> dict[str, tuple[int, int]]:
     return {op: tuple(a - b for a, b in zip(alone(op), skip)) for op in space.choices()["edge3<-0"]}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    del argv
     if not NASLIB_FILE.is_file():
         print(f"no {NASLIB_FILE}: nothing to check", file=sys.stderr)
         return 2

@@ -9,28 +9,25 @@ per proxy: Spearman between our score and NASLib's score of the same arch (all a
 without dead edges, which nas prunes and NASLib's network runs), and Spearman of each with the
 table's test accuracy; then one JSON line.
 
-    python benchmarks/nb201_proxies.py --images /tmp/cifar/train [--archs 100] [--init-seeds 1]
+    python -m benchmarks.nb201_proxies --images /tmp/cifar/train [--archs 100] [--init-seeds 1]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from nb201_data import TABLE, naslib_arch, naslib_records, paper_space  # noqa: E402
-from estimators import EstimatorContext, build_estimator  # noqa: E402
-from estimators.table import read_table  # noqa: E402
-from nas.core.ranks import average_ranks  # noqa: E402
-from nas.engine.data.datasets import CIFAR10_MEAN, CIFAR10_STD  # noqa: E402
-from search_spaces.cell201 import to_nb201_string  # noqa: E402
+from benchmarks import common
+from benchmarks.nb201_data import TABLE, naslib_arch, naslib_records, paper_space
+from estimators import EstimatorContext, build_estimator
+from estimators.table import read_table
+from nas.core.ranks import average_ranks
+from nas.engine.data.datasets import CIFAR10_MEAN, CIFAR10_STD
+from search_spaces.cell201 import to_nb201_string
 
 NASLIB_NAMES = {"synflow": "synflow", "snip": "snip", "grad_norm": "grad_norm", "jacov": "jacov",
                 "naswot": "nwot", "macs": "flops", "params": "params"}
@@ -85,10 +82,10 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name:10s} parity {r['parity']:.3f} (live {r['parity_live']:.3f}, {len(alive)} archs)  "
               f"vs accuracy: ours {r['ours_vs_accuracy']:.3f}, NASLib's {r['naslib_vs_accuracy']:.3f}  "
               f"[{r['cpu_seconds']} CPU s]", flush=True)
-    print(json.dumps({"archs": args.archs, "live": sum(live), "init_seeds": args.init_seeds, "rows": rows,
-                      "example": to_nb201_string(raw[0])}))
+    common.emit("nb201_proxies", {"archs": args.archs, "live": sum(live), "init_seeds": args.init_seeds, "rows": rows,
+                                   "example": to_nb201_string(raw[0])}, argv)
     return rows
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

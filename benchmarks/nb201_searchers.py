@@ -9,23 +9,21 @@ accuracies, as in NAS-Bench-201's own searcher comparisons with the test table a
 oracle; the table's optimum is 94.37. Prints mean and sd per (searcher, queries), then the
 issue's targets, then one JSON line.
 
-    python benchmarks/nb201_searchers.py [--queries 50,100,300] [--seeds 10]
+    python -m benchmarks.nb201_searchers [--queries 50,100,300] [--seeds 10]
         [--searchers random,evolution,optuna-tpe] [--table ../shared/data/nb201/nb201_cifar10.csv]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nb201_data import TABLE  # noqa: E402
-from nas import api  # noqa: E402
+from benchmarks.nb201_data import TABLE
+from benchmarks import common
+from nas import api
 
 OPTIMUM = 94.37
 
@@ -86,9 +84,9 @@ def main(argv: list[str] | None = None) -> dict:
                       f"[{c['seconds']} s]", flush=True)
     for line in targets(cells):
         print(line)
-    print(json.dumps(cells))
+    common.emit("nb201_searchers", {"cells": cells}, argv)
     return cells
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -21,7 +21,6 @@ import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from benchmarks import common

@@ -17,7 +17,7 @@ from benchmarks.__main__ import listing
 from nas.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = {"__init__", "__main__", "common"}
+SHARED = {"__init__", "__main__", "common", "nb201_data"}   # nb201_data: the NAS-Bench-201 files, for the nb201_* scripts
 
 
 def test_every_benchmark_module_is_registered_and_every_entry_has_a_module():

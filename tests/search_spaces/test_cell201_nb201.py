@@ -110,8 +110,7 @@ def test_an_unknown_way_of_counting_is_refused():
 
 
 def test_all_725_archs_of_naslibs_file_cost_as_the_benchmark_says(capsys):
-    from tests.benchmark_scripts import load_benchmark
-    costs = load_benchmark("nb201_costs")
+    import benchmarks.nb201_costs as costs
     if not costs.NASLIB_FILE.is_file():
         pytest.skip(f"no {costs.NASLIB_FILE} (the shared reference data is absent)")
     assert costs.main() == 0
