@@ -35,7 +35,6 @@ from nas.engine.counting import parameter_count
 from nas.engine.devices import exact_float32, module_device
 from nas.engine.json_result import JsonResult
 from nas.core.config import FinetuneConfig
-from nas.engine.export.finetune import finetune_subnet
 from nas.engine.export.shipped import below_cheaper, cheaper_subnets, measured_by_search, search_folder, write_shipped
 from nas.engine.run import Run, resolve_arch
 from search_spaces.base import Supernet
@@ -240,6 +239,8 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     inherited = _accuracies(run, arch)
     shipped, model, finetuned = inherited, None, None
     if settings.enabled:
+        from nas.engine.export.finetune import finetune_subnet   # the trainer loads timm: only when it trains
+
         tuned = finetune_subnet(run, arch, settings, progress=progress)
         shipped = {"val_top1": tuned.val_top1, "test_top1": tuned.test_top1, "val_top5": tuned.val_top5,
                    "test_top5": tuned.test_top5}
