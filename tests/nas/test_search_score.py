@@ -16,7 +16,8 @@ from nas.core.arch import Arch
 from nas.core.errors import SearchError
 from nas.core.registry import ESTIMATORS, Entry, NoOptions
 from nas.engine.searching.costs import Constraints
-from nas.engine.searching.runner import SearchOutput, SearchPlan, run_search
+from nas.engine.searching.loop import run_search
+from nas.engine.searching.request import SearchRequest
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 
 SEEN: dict[str, EstimatorContext] = {}
@@ -73,10 +74,9 @@ def test_supernet_score_is_the_search_of_validation_top1_bit_for_bit(trained, tm
         result = run.evaluator.evaluate(arch, "val")
         return {"val_top1": result.top1, "val_top5": result.top5}
 
-    plan = SearchPlan("evolution", None, 8, 3)      # no arch queued first: nas.search queues none
     budget = json.loads((found.dir / "summary.json").read_text())["budgets"]["macs"]
-    old = run_search(run.space, before, plan, SearchOutput(tmp_path / "old", False),
-                     constraints=Constraints(max_macs=budget))
+    old = run_search(run.space, before, SearchRequest("evolution", tmp_path / "old", None, 8, 3, progress=False,
+                                                      constraints=Constraints(max_macs=budget)))
     new_lines, old_lines = _lines(tmp_path / "new" / "results.jsonl"), _lines(tmp_path / "old" / "results.jsonl")
     assert [{k: v for k, v in r.items() if k != "eval_seconds"} for r in new_lines] == \
            [{k: v for k, v in r.items() if k != "eval_seconds"} for r in old_lines]
