@@ -229,3 +229,29 @@ def test_optuna_workers_count_their_evaluations_as_new(trained, capsys, tmp_path
     code = cli.main(["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe", "--trials", "4",
                      "--workers", "2", "--score", "params", "--out", str(tmp_path / "s"), "--quiet"])
     assert code == 0 and "(4 archs evaluated, 0 new)" in capsys.readouterr().out
+
+
+def test_nas_search_reaches_an_estimator_in_four_calls(trained, monkeypatch, tmp_path):
+    """The stage in one sitting: `cmd_search` -> `stage.search` -> `loop.search_loop` ->
+    `SearchScore.metrics` -> `Estimator.score` (BENCHMARKS.md section 20 counts it the same way)."""
+    import traceback
+
+    from estimators.base import Estimator
+    from nas.core.registry import ESTIMATORS, Entry, NoOptions
+
+    stacks: list[traceback.StackSummary] = []
+
+    class Probe(Estimator):
+        name = "test-hops-probe"
+
+        def scores(self, archs, context):
+            stacks.append(traceback.extract_stack())
+            return [0.0 for _ in archs]
+
+    monkeypatch.setitem(ESTIMATORS._entries, Probe.name, Entry(Probe.name, Probe, NoOptions))
+    assert cli.main(["search", "tiny", "--runs-dir", str(trained), "--searcher", "random", "--trials", "1",
+                     "--score", Probe.name, "--out", str(tmp_path / "s"), "--quiet"]) == 0
+    frames = [(Path(f.filename).name, f.name) for f in stacks[0]]
+    path = frames[frames.index(("cli.py", "cmd_search")):-1]
+    assert path == [("cli.py", "cmd_search"), ("stage.py", "search"), ("loop.py", "search_loop"),
+                    ("score.py", "metrics"), ("base.py", "score")]

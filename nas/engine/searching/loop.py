@@ -25,6 +25,7 @@ Resume: local searchers replay results.jsonl; Optuna searchers reload their stud
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -32,7 +33,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from estimators.score_spec import canonical_spec
 from nas.core.arch import Arch, arch_id
@@ -241,6 +242,57 @@ def search_loop(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *,
         show: Show the progress bar (`request.progress`) and `request.score_reason` on stderr
             (False in spawned workers: their parent shows them).
     """
+    searcher, costs, target, notes = _start(space, request, generator, latency, worker)
+    log = _Log(request, target, searcher.completed(), show)
+    new = rejected = duplicates = 0
+    queued_min = False
+    with _closing(searcher, log, request.out, costs, final=rank is None):
+        if show and request.score_reason is not None:
+            announce(request.score_reason)
+        while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection
+            if rejected >= request.max_rejections:
+                if not queued_min and _queue_min(searcher, space, notes):
+                    queued_min, rejected, duplicates = True, 0, 0
+                    continue
+                _stop(searcher, request, target, rejected, duplicates, notes)
+                break
+            arch = space.canonical(searcher.ask())
+            key = arch_id(arch)
+            arch_costs = costs(arch, key)
+            reason = costs.violation(arch_costs)
+            if reason is None and (earlier := searcher.duplicate(key)) is not None:
+                reason, duplicates = f"duplicate of trial {earlier}", duplicates + 1
+            if reason is not None:
+                searcher.reject(arch, reason, arch_costs)
+                rejected += 1
+                continue
+            if not searcher.claim(target):
+                continue
+            start = time.perf_counter()
+            try:
+                # a population score ranks before `evaluate`, which reports what ranking evaluated
+                told = rank([*(r["arch"] for r in searcher.history()), arch])[-1] if rank is not None else None
+                record = _record(evaluate(arch), told, request.score, searcher.trial_number(), arch, key, arch_costs,
+                                 time.perf_counter() - start)
+            except BaseException as e:
+                searcher.abort(e)
+                raise
+            searcher.tell(arch, record)
+            append_record(request.out / RESULTS, as_logged(record, rank is not None))
+            new += 1
+            log.step(record, searcher.best(), searcher.completed(), rejected)
+            rejected = duplicates = 0
+        history = _rescored(searcher.history(), rank)
+        if history:
+            log.figure("search/pareto", lambda: _figure(history, costs), len(history))
+    return SearchRun(history, new, target, notes, searcher.resolved_options(), costs)
+
+
+def _start(space: ArchSpace, request: SearchRequest, generator: Any, latency: LatencyTable | None,
+           worker: int | None) -> tuple[Searcher, SearchCosts, int, list[str]]:
+    """The searcher of `request` with its state (replayed or reloaded), the costs, the
+    evaluations to reach and notes for the user; the folder made and a local search's
+    settings checked against search.json."""
     worker = request.worker if worker is None else worker
     entry = SEARCHERS.get(request.searcher)
     options = parse_searcher_options(request.searcher, request.options)
@@ -248,91 +300,65 @@ def search_loop(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *,
     _check_arguments(request, shared, worker)
     costs = SearchCosts(space, request.constraints.budgets(), latency)
     costs.check_cheapest()
-    out_dir = request.out
-    out_dir.mkdir(parents=True, exist_ok=True)
+    request.out.mkdir(parents=True, exist_ok=True)
     settings = {"searcher": request.searcher, "space": space.name, "space_fingerprint": space.fingerprint(),
                 **costs.settings(), "score": request.score,
                 **(request.source.settings() if request.source is not None else {})}
     if not shared:
         settings["seed"] = request.seed
-    context = SearchContext(space, request.trials, request.seed + worker, worker, costs.names, costs.budgets, out_dir,
-                            request.storage, request.study, settings,
-                            None if shared else _local_state(out_dir, settings), _feasible(space, costs), generator)
-    active = entry.obj(context, options)
-    log = None
+    context = SearchContext(space, request.trials, request.seed + worker, worker, costs.names, costs.budgets,
+                            request.out, request.storage, request.study, settings,
+                            None if shared else _local_state(request.out, settings), _feasible(space, costs), generator)
+    searcher = entry.obj(context, options)
     try:
-        target, notes = _prepare(active, context)
-        log = _Log(request, target, active.completed(), show)
-        if show and request.score_reason is not None:
-            announce(request.score_reason)
-        new = _loop(active, space, evaluate, request, rank, costs, target, log, notes)
-        history = _rescored(active.history(), rank)
-        if history:
-            log.figure("search/pareto", lambda: _figure(history, costs), len(history))
+        target, notes = _prepare(searcher, context)
     except BaseException:
-        history = active.history()     # what was evaluated is kept, as told
-        write_stopped(out_dir, history, costs.names, costs.budgets, final=rank is None)
+        searcher.close()
+        raise
+    return searcher, costs, target, notes
+
+
+@contextlib.contextmanager
+def _closing(searcher: Searcher, log: _Log, out_dir: Path, costs: SearchCosts, final: bool) -> Iterator[None]:
+    """Close the log and the searcher when the loop ends; a loop that fails keeps the files of
+    what it evaluated (its scores as told: `final` False for a population score)."""
+    try:
+        yield
+    except BaseException:
+        write_stopped(out_dir, searcher.history(), costs.names, costs.budgets, final)
         raise
     finally:
-        if log is not None:
-            log.close()
-        active.close()
-    return SearchRun(history, new, target, notes, active.resolved_options(), costs)
+        log.close()
+        searcher.close()
+
+
+def _queue_min(searcher: Searcher, space: ArchSpace, notes: list[str]) -> bool:
+    """Queue the min subnet (it meets every budget: `SearchCosts.check_cheapest`) unless it was
+    evaluated; whether it was queued."""
+    low = space.canonical(space.min())
+    if any(r["arch_id"] == arch_id(low) for r in searcher.history()):
+        return False
+    searcher.enqueue([low])
+    notes.append(f"queued the min subnet {arch_id(low)}: the budget admits few archs")
+    return True
+
+
+def _stop(searcher: Searcher, request: SearchRequest, target: int, rejected: int, duplicates: int,
+          notes: list[str]) -> None:
+    """End a loop whose proposals keep failing: an error when nothing was evaluated, else a note."""
+    why = (f"{request.max_rejections} suggestions in a row were infeasible ({rejected - duplicates}) or already "
+           f"evaluated ({duplicates})")
+    if searcher.completed() == 0:
+        raise SearchError(f"stopped after 0 of {target} evaluations: {why}; relax the budget")
+    notes.append(f"stopped after {searcher.completed()} of {target} evaluations: {why}; the budget admits few "
+                 "archs: the answer is the best of those evaluated")
+    _log.warning(notes[-1])
 
 
 def _figure(history: list[Record], costs: SearchCosts) -> Any:
     from nas.engine.searching.pareto_report import pareto_figure
 
     return pareto_figure(history, costs.names, costs.budgets)
-
-
-def _loop(searcher: Searcher, space: ArchSpace, evaluate: Evaluate, request: SearchRequest, rank: Rank | None,
-          costs_of: SearchCosts, target: int, log: _Log, notes: list[str]) -> int:
-    """Evaluate until `target` evaluations are complete; returns the evaluations made here."""
-    new = rejected = duplicates = 0
-    min_queued = False
-    while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection
-        if rejected >= request.max_rejections:
-            why = (f"{request.max_rejections} suggestions in a row were infeasible ({rejected - duplicates}) or "
-                   f"already evaluated ({duplicates})")
-            low = space.canonical(space.min())
-            if not min_queued and all(r["arch_id"] != arch_id(low) for r in searcher.history()):
-                searcher.enqueue([low])     # it meets every budget (`check_cheapest`)
-                min_queued, rejected, duplicates = True, 0, 0
-                continue
-            if searcher.completed() == 0:
-                raise SearchError(f"stopped after 0 of {target} evaluations: {why}; relax the budget")
-            notes.append(f"stopped after {searcher.completed()} of {target} evaluations: {why}; the budget admits "
-                         "few archs: the answer is the best of those evaluated")
-            _log.warning(notes[-1])
-            break
-        arch = space.canonical(searcher.ask())
-        key = arch_id(arch)
-        costs = costs_of(arch, key)
-        reason = costs_of.violation(costs)
-        if reason is None and (earlier := searcher.duplicate(key)) is not None:
-            reason, duplicates = f"duplicate of trial {earlier}", duplicates + 1
-        if reason is not None:
-            searcher.reject(arch, reason, costs)
-            rejected += 1
-            continue
-        if not searcher.claim(target):
-            continue
-        start = time.perf_counter()
-        try:
-            # a population score ranks before `evaluate`, which reports what ranking evaluated
-            told = rank([*(r["arch"] for r in searcher.history()), arch])[-1] if rank is not None else None
-            record = _record(evaluate(arch), told, request.score, searcher.trial_number(), arch, key, costs,
-                             time.perf_counter() - start)
-        except BaseException as e:
-            searcher.abort(e)
-            raise
-        searcher.tell(arch, record)
-        append_record(request.out / RESULTS, as_logged(record, rank is not None))
-        new += 1
-        log.step(record, searcher.best(), searcher.completed(), rejected)
-        rejected = duplicates = 0
-    return new
 
 
 def run_search(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *, rank: Rank | None = None,
@@ -342,8 +368,6 @@ def run_search(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *, 
     (`nas.engine.searching.outputs`); a local search's folder is locked for both. With
     `latency` and `export` (`arch -> static module`), the answer is measured on the table's
     device to report the table's error. Returns a `SearchResult`."""
-    import contextlib
-
     from nas.core.locks import folder_lock
     from nas.engine.searching.outputs import answer
 
