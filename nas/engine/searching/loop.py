@@ -48,8 +48,8 @@ from nas.engine.searching.costs import SearchCosts
 from nas.engine.searching.latency import LatencyTable
 from nas.engine.searching.outputs import write_stopped
 from nas.engine.searching.request import SearchRequest
-from nas.engine.searching.results import (RESULTS, SearchRun, append_record, as_logged, as_told, read_results,
-                                          unique_records)
+from nas.engine.searching.results import (RESULTS, SearchResult, SearchRun, append_record, as_logged, as_told,
+                                          read_results, unique_records)
 from search_spaces.base import ArchSpace
 from searchers.base import Record, SearchContext, Searcher, check_settings
 
@@ -242,8 +242,7 @@ def search_loop(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *,
         show: Show the progress bar (`request.progress`) and `request.score_reason` on stderr
             (False in spawned workers: their parent shows them).
     """
-    searcher, costs, target, notes = _start(space, request, generator, latency, worker)
-    log = _Log(request, target, searcher.completed(), show)
+    searcher, costs, target, notes, log = _start(space, request, generator, latency, worker, show)
     new = rejected = duplicates = 0
     queued_min = False
     with _closing(searcher, log, request.out, costs, final=rank is None):
@@ -289,10 +288,10 @@ def search_loop(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *,
 
 
 def _start(space: ArchSpace, request: SearchRequest, generator: Any, latency: LatencyTable | None,
-           worker: int | None) -> tuple[Searcher, SearchCosts, int, list[str]]:
+           worker: int | None, show: bool) -> tuple[Searcher, SearchCosts, int, list[str], _Log]:
     """The searcher of `request` with its state (replayed or reloaded), the costs, the
-    evaluations to reach and notes for the user; the folder made and a local search's
-    settings checked against search.json."""
+    evaluations to reach, notes for the user and the progress log; the folder made and a local
+    search's settings checked against search.json."""
     worker = request.worker if worker is None else worker
     entry = SEARCHERS.get(request.searcher)
     options = parse_searcher_options(request.searcher, request.options)
@@ -312,10 +311,10 @@ def _start(space: ArchSpace, request: SearchRequest, generator: Any, latency: La
     searcher = entry.obj(context, options)
     try:
         target, notes = _prepare(searcher, context)
+        return searcher, costs, target, notes, _Log(request, target, searcher.completed(), show)
     except BaseException:
         searcher.close()
         raise
-    return searcher, costs, target, notes
 
 
 @contextlib.contextmanager
@@ -363,7 +362,7 @@ def _figure(history: list[Record], costs: SearchCosts) -> Any:
 
 def run_search(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *, rank: Rank | None = None,
                generator: Any = None, latency: LatencyTable | None = None,
-               export: Callable[[Arch], Any] | None = None) -> Any:
+               export: Callable[[Arch], Any] | None = None) -> SearchResult:
     """A whole search outside a run: the loop (`search_loop`), then its files, written once
     (`nas.engine.searching.outputs`); a local search's folder is locked for both. With
     `latency` and `export` (`arch -> static module`), the answer is measured on the table's

@@ -30,8 +30,8 @@ if TYPE_CHECKING:     # searchers loads Optuna: `nas.api` imports this module, a
     from nas.engine.searching.costs import SearchCosts
     from searchers.base import Record
 
-__all__ = ["RANKED", "RESULTS", "SearchResult", "SearchRun", "append_record", "as_logged", "as_told", "read_results", "to_dataframe",
-           "unique_records", "write_ranked"]
+__all__ = ["RANKED", "RESULTS", "SearchResult", "SearchRun", "append_record", "as_logged", "as_told", "read_results",
+           "to_dataframe", "unique_records", "write_ranked"]
 
 RESULTS, RANKED = "results.jsonl", "ranked.jsonl"
 
