@@ -255,3 +255,17 @@ def test_nas_search_reaches_an_estimator_in_four_calls(trained, monkeypatch, tmp
     path = frames[frames.index(("cli.py", "cmd_search")):-1]
     assert path == [("cli.py", "cmd_search"), ("stage.py", "search"), ("loop.py", "search_loop"),
                     ("score.py", "metrics"), ("base.py", "score")]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"max_macs": "1K"}, r"max_macs: 0.001M is below the cheapest subnet \(min: "),
+    ({"options": {"population": -1}}, "population"),
+    ({"storage": "sqlite:///x.db"}, "storage: only the optuna searchers share a study"),
+])
+def test_a_refused_search_leaves_no_folder(trained, tmp_path, options, message):
+    """The folder is locked for the whole command, so it is made only once every check passed."""
+    run = api.load_run("tiny", trained)
+    with pytest.raises((ConfigError, SearchError), match=message):
+        api.search(run, "evolution", trials=3, out=tmp_path / "s", progress=False, score="params",
+                   **{"max_macs": "50%", **options})
+    assert not (tmp_path / "s").exists()

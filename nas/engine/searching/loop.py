@@ -188,15 +188,23 @@ def _canonical_score(name: str) -> str:
         return name
 
 
-def _check_arguments(request: SearchRequest, shared: bool, worker: int) -> None:
-    """Check the arguments that depend neither on the costs nor on the search directory."""
+def check_request(space: ArchSpace, request: SearchRequest, latency: LatencyTable | None = None,
+                  worker: int | None = None) -> tuple[Any, SearchCosts]:
+    """Check what a search of `space` can check before it makes its folder (the searcher's
+    options, the study, the budgets against the cheapest subnet); returns the parsed options
+    and the costs."""
     from nas.core.errors import check_int
 
+    worker = request.worker if worker is None else worker
+    options = parse_searcher_options(request.searcher, request.options)
     check_int("trials", request.trials, 1)
-    if not shared and (request.storage is not None or request.study is not None or worker != 0):
+    if not request.shared and (request.storage is not None or request.study is not None or worker != 0):
         raise ConfigError(f"storage: only the optuna searchers share a study; '{request.searcher}' keeps its state "
                           "in the search directory")
     check_int("worker", worker, 0)
+    costs = SearchCosts(space, request.constraints.budgets(), latency)
+    costs.check_cheapest()
+    return options, costs
 
 
 def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
@@ -294,11 +302,8 @@ def _start(space: ArchSpace, request: SearchRequest, generator: Any, latency: La
     search's settings checked against search.json."""
     worker = request.worker if worker is None else worker
     entry = SEARCHERS.get(request.searcher)
-    options = parse_searcher_options(request.searcher, request.options)
     shared = entry.obj.shared
-    _check_arguments(request, shared, worker)
-    costs = SearchCosts(space, request.constraints.budgets(), latency)
-    costs.check_cheapest()
+    options, costs = check_request(space, request, latency, worker)
     request.out.mkdir(parents=True, exist_ok=True)
     settings = {"searcher": request.searcher, "space": space.name, "space_fingerprint": space.fingerprint(),
                 **costs.settings(), "score": request.score,
@@ -370,6 +375,7 @@ def run_search(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *, 
     from nas.core.locks import folder_lock
     from nas.engine.searching.outputs import answer
 
+    check_request(space, request, latency)     # before the lock makes the folder
     with contextlib.nullcontext() if request.shared else folder_lock(request.out, "search"):
         ran = search_loop(space, evaluate, request, rank=rank, generator=generator, latency=latency)
         return answer(request, ran, export)

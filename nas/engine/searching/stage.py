@@ -91,7 +91,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     Every argument is checked before any work; the search folder records the run's checkpoint
     and step, and a folder searched on other weights (the run trained further) is refused.
     """
-    from nas.engine.searching.loop import search_loop
+    from nas.engine.searching.loop import check_request, search_loop
     from nas.engine.searching.outputs import answer
     from nas.engine.searching.score import search_score
 
@@ -102,6 +102,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     scorer = search_score(request.score, run)
     scorer.estimator.check(scorer.context)      # e.g. calibrated without a fitted model: before any folder
     table = _search_table(run, request) if request.constraints.max_latency_ms is not None else None
+    check_request(run.space, request, table)      # before the lock makes the folder
     notes = []
     if request.workers > 1 and not request.shared:
         notes.append(f"workers: {workers} given; {searcher} searches in one process; the finalists use "
