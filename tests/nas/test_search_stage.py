@@ -96,21 +96,27 @@ def test_a_finalists_record_without_its_measure_is_refused(trained, favours_min,
         _search(run, tmp_path / "s", finalists=2)
 
 
-def test_the_folder_stays_locked_through_the_finalists(trained, favours_min, monkeypatch, tmp_path):
+@pytest.mark.parametrize("searcher", ["random", "optuna-tpe"])
+def test_the_folder_stays_locked_through_the_finalists(trained, favours_min, monkeypatch, tmp_path, searcher):
     """Defect 3: a second identical search was refused during the loop, not during the
-    finalists (it fine-tuned them again: 6 records for 3 archs)."""
+    finalists (it fine-tuned them again: 6 records for 3 archs). A shared (Optuna) study is
+    searched by several processes at once, but its finalists are measured by one at a time."""
     run = api.load_run("tiny", trained)
     refused: list[str] = []
+
+    def search():
+        return api.search(run, searcher, max_macs="5%", trials=9, out=tmp_path / "s", progress=False,
+                          score=FavoursMin.name, finalists=3)
 
     def measure(run, arch, settings):
         if not refused:
             with pytest.raises(RunError) as error:
-                _search(run, tmp_path / "s", finalists=3)
+                search()
             refused.append(str(error.value))
         return {"finalist_top1": truth(run.space, arch)}
 
     monkeypatch.setattr(stage, "finetune_top1", measure)
-    _search(run, tmp_path / "s", finalists=3)
+    search()
     assert refused and "search" in refused[0] and "process" in refused[0]
     assert len(_lines(tmp_path / "s" / stage.RECORDS)) == 3
 

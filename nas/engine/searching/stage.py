@@ -107,15 +107,17 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     if request.workers > 1 and not request.shared:
         notes.append(f"workers: {workers} given; {searcher} searches in one process; the finalists use "
                      f"{workers} workers")
-    # one command at a time in a local search folder, finalists and files included (Optuna
-    # storages coordinate the processes of a shared study)
+    # one command at a time in a local search folder, finalists and files included; the processes
+    # of a shared study search together (their storage coordinates them), then one at a time
+    # measures the finalists
     with contextlib.nullcontext() if request.shared else folder_lock(request.out, "search"):
         made = _run_workers(request) if request.search_workers > 1 else 0
         ran = search_loop(run.space, scorer.metrics, request, rank=scorer.rank, generator=arch_generator(run),
                           latency=table)
         ran = _with_new(ran, made)
-        stage = _finalists(run, request, ran) if request.finalists else None
-        result = answer(request, ran, run.export_model if table is not None else None, stage, notes)
+        with folder_lock(request.out, "search") if request.shared and request.finalists else contextlib.nullcontext():
+            stage = _finalists(run, request, ran) if request.finalists else None
+            result = answer(request, ran, run.export_model if table is not None else None, stage, notes)
     _say_if_min(run, result)
     return result
 
