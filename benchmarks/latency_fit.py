@@ -57,7 +57,9 @@ from nas.engine.searching.latency_fit import (
 )
 from nas.engine.searching.latency_archs import ArchLatencyTable
 from nas.engine.searching.latency_timings import Timings
-from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.loop import run_search
+from nas.engine.searching.request import SearchRequest
 from search_spaces.cell201 import (
     EDGES,
     OPERATIONS,
@@ -199,9 +201,9 @@ def budget_search(space: Cell201Space, groups: LayerGroups, rows: list[dict], de
     with tempfile.TemporaryDirectory() as work:
         for s in range(seeds):
             for name, constraints, latency_table in variants:
-                result = run_search(space, evaluate, SearchPlan("evolution", trials=trials, seed=s),
-                                    SearchOutput(Path(work) / f"{name}{s}", False, False),
-                                    constraints=constraints, latency=latency_table)
+                request = SearchRequest("evolution", Path(work) / f"{name}{s}", trials=trials, seed=s,
+                                        constraints=constraints, progress=False, tensorboard=False)
+                result = run_search(space, evaluate, request, latency=latency_table)
                 answer = to_nb201_string(space.canonical(result.best))
                 answers[name].append({"arch": answer, "accuracy": accuracy[answer], "measured_ms": measured[answer],
                                       "nas_layers_ms": round(table.predict(space, result.best), 4),

@@ -79,3 +79,8 @@ class Estimator(abc.ABC):
     def score(self, arch: Arch, context: EstimatorContext) -> float:
         """The score of one arch (only for estimators whose `population` is False)."""
         return self.scores([arch], context)[0]
+
+    def check(self, context: EstimatorContext) -> None:
+        """Raise a one-line error when it cannot score in `context` (a model not fitted yet),
+        so that a search refuses before it makes its folder; by default nothing to check."""
+        del context

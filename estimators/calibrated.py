@@ -222,6 +222,9 @@ class Calibrated(Estimator):
     def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
         return [float(v) for v in load_calibration(context).predict(archs, context)]
 
+    def check(self, context: EstimatorContext) -> None:
+        load_calibration(context)
+
 
 def load_calibration(context: EstimatorContext) -> Calibration:
     """The run's calibrated model (read once per context); a missing one is a one-line error

@@ -59,6 +59,10 @@ class Fused(Estimator):
         return [float(v) for v in np.atleast_1d(fused)]
 
 
+    def check(self, context: EstimatorContext) -> None:
+        for _, estimator in self.components:
+            estimator.check(context)
+
     def component_scores(self, arch: Arch, context: EstimatorContext) -> dict[str, float]:
         """Each component's own score of `arch` (computed once per context, with the ranks)."""
         return {estimator.name: _memoised(estimator, [arch], context)[0] for _, estimator in self.components}

@@ -32,7 +32,8 @@ from nas.engine.run import (
 )
 from nas.engine.searching.generator import GenerateResult, generate
 from nas.engine.searching.results import SearchResult
-from nas.engine.searching.stage import latency_table, resolve_budget, search
+from nas.engine.searching.request import resolve_budget
+from nas.engine.searching.stage import latency_table, search
 from nas.engine.searching.summary import format_search_summary, search_summary
 from nas.engine.space_report import format_space_summary, run_space_summary, space_summary
 from nas.engine.training.stage import resume_config, run_name, train

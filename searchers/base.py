@@ -1,15 +1,15 @@
 """The searcher protocol: `ask() -> arch`, `tell(arch, record)`, `best()`.
 
 The loop, constraints, deduplication policy, logging and resume live once, in
-`nas/engine/searching/runner.py`. A searcher proposes architectures and learns from the results:
+`nas/engine/searching/loop.py`. A searcher proposes architectures and learns from the results:
 1. `ask()` proposes an arch (any values; the runner canonicalises it);
 2. the runner rejects it (`reject`: infeasible, or `duplicate` found an earlier trial) or
    `claim`s it and evaluates it;
 3. `tell(arch, record)` hands back the results.jsonl record of the evaluation; the value to
    maximise is `objective(record)` (`nas.core.pareto`): the value of the search's score.
-Before the first ask the runner may `enqueue` anchors: archs the next asks return first (those
-the training strategy trains at every step), so the searcher learns from them like any other
-evaluation.
+When a budget admits so few archs that `max_rejections` proposals in a row fail, the loop
+`enqueue`s the min subnet (which meets every budget): the next ask returns it, and the searcher
+learns from it like any other evaluation. No arch is queued otherwise.
 Local searchers (`ReplaySearcher`) keep no state of their own: the runner replays
 `results.jsonl` into `restore`, and every random draw comes from a generator derived from
 (seed, evaluations told, proposals since the last tell), so a resumed search continues

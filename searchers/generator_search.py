@@ -1,8 +1,8 @@
 """`generator`: evaluate a trained architecture generator's proposals under the budgets.
 
 For runs trained with `strategy.sampler: {name: shiftnas, generator: true}`. The generator is
-conditioned on the MACs budget (the max subnet's MACs without one). The first proposal after
-the anchors is `nas generate --seed S`'s answer (the search seed is S); later
+conditioned on the MACs budget (the max subnet's MACs without one). The first proposal is
+`nas generate --seed S`'s answer (the search seed is S); later
 ones are Gumbel draws from its logits for fresh noise, at `temperature` times (1 + proposals
 rejected since the last evaluation), so duplicates make the draws more diverse. A proposal
 over the MACs budget is shrunk to fit (`ArchSpace.shrink`); other budgets are checked by the
@@ -47,7 +47,7 @@ class GeneratorSearcher(ReplaySearcher):
 
     def propose(self, rng: random.Random) -> Arch:
         generator = self.context.generator
-        if self.attempt == 0 and all(record.get("anchor") for record in self.records):   # anchors go first
+        if self.attempt == 0 and not self.records:
             arch = generator.generate(self.target, self.context.seed)[0]
         else:
             noise = torch.Generator()

@@ -151,9 +151,9 @@ class Strategy(abc.ABC):
         return None
 
     def anchor_archs(self) -> list[Arch]:
-        """Archs trained at every step (e.g. the sandwich rule's max and min): a search
-        evaluates the feasible ones first, so it never returns worse than them. Default: the
-        sampler's anchors (`Sampler.anchors`), none for a strategy without a sampler."""
+        """Archs trained at every step (e.g. the sandwich rule's max and min), which the strategy
+        contract checks. A search gives them no privilege (they compete like any candidate).
+        Default: the sampler's (`Sampler.anchors`), none for a strategy without a sampler."""
         return self.sampler.anchors() if self.sampler is not None else []
 
     def sub_spaces(self) -> list[tuple[dict[str, tuple], ArchSpace]]:

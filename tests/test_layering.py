@@ -100,10 +100,10 @@ def test_the_engine_floor_is_shared_and_stages_stay_apart():
 
 def test_stage_problem_flags_each_crossing():
     assert stage_problem("nas.engine.run", "nas.engine.training.trainer") is not None
-    assert stage_problem("nas.engine.searching.runner", "nas.engine.fidelity.report") is not None
+    assert stage_problem("nas.engine.searching.loop", "nas.engine.fidelity.report") is not None
     assert stage_problem("nas.engine.export", "nas.api") is not None
     assert stage_problem("nas.engine.fidelity.standalone", "nas.engine.training.trainer") is None
-    assert stage_problem("nas.engine.searching.stage", "nas.engine.searching.runner") is None
+    assert stage_problem("nas.engine.searching.stage", "nas.engine.searching.loop") is None
     assert stage_problem("nas.engine.export", "nas.engine.run") is None
 
 
@@ -175,6 +175,6 @@ def test_importing_the_api_loads_no_stage_machinery():
 
     code = ("import sys, nas.api; "
             "print(sorted(m for m in ('optuna', 'timm', 'nas.engine.training.trainer', "
-            "'nas.engine.searching.runner', 'nas.engine.fidelity.runner') if m in sys.modules))")
+            "'nas.engine.searching.loop', 'nas.engine.fidelity.runner') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"

@@ -121,9 +121,14 @@ def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
                              "--workers", "2", "--trials", "4"], "--workers: searcher 'evolution'")
 
 
-def test_a_failing_worker_is_reported_by_index(capsys, trained, tmp_path):
-    # The budget is checked inside each worker's search: both spawned workers fail alike.
+def test_a_failing_worker_is_reported_by_index(capsys, trained, tmp_path, monkeypatch):
+    # A score registered in this process only (every argument is checked before the workers
+    # start): the spawned workers, which load the registries afresh, fail alike on it.
+    from estimators.params import Params
+    from nas.core.registry import ESTIMATORS, Entry, NoOptions
+
+    monkeypatch.setitem(ESTIMATORS._entries, "test-here-only", Entry("test-here-only", Params, NoOptions))
     _one_line_error(capsys, ["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe",
-                             "--workers", "2", "--trials", "4", "--max-params", "10", "--quiet",
-                             "--out", str(tmp_path / "s")], "--workers: worker 0: --max-params: ",
-                    "; worker 1: --max-params: ", "below the cheapest subnet")
+                             "--workers", "2", "--trials", "4", "--score", "test-here-only", "--quiet",
+                             "--out", str(tmp_path / "s")], "--workers: worker 0: --score: ",
+                    "; worker 1: --score: ", "unknown estimator 'test-here-only'")

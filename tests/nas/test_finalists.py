@@ -13,6 +13,7 @@ from nas.core.arch import Arch, arch_id
 from nas.core.registry import ESTIMATORS, Entry, NoOptions
 from nas.engine.searching import finalists as stage
 from nas.engine.searching.finalists import Finetune, finetune_top1, run_finalists
+from nas.engine.searching.request import Source
 from tests.nas.safety import copy_run
 
 
@@ -145,10 +146,10 @@ def test_the_fine_tune_is_a_pure_function_of_the_arch_and_workers_agree(trained,
     assert all((run.strategy.model.state_dict()[k] == v).all() for k, v in before.items())
     records = [{"trial": t, "arch": a, "arch_id": arch_id(a), "macs": run.space.macs(a), "params": 0,
                 "score_value": float(-t)} for t, a in enumerate([run.space.max(), run.space.min(), run.space.max()])]
-    where = (str(run.dir.root), run.checkpoint.name)
+    source = Source(str(run.dir.root), run.checkpoint.name, run.step)
     here = run_finalists(run, records, 3, tmp_path / "here", settings=settings, progress=False)
     spawned = run_finalists(run, records, 3, tmp_path / "spawned", settings=settings, progress=False, workers=2,
-                            where=where)
+                            source=source)
     assert [r["arch_id"] for r in here.finalists] == [arch_id(run.space.max()), arch_id(run.space.min())]
     assert here.finalists[0]["finalist_top1"] == first["finalist_top1"]
     assert [r["finalist_top1"] for r in here.finalists] == [r["finalist_top1"] for r in spawned.finalists]

@@ -17,7 +17,9 @@ from nas.engine.searching.latency import LatencyTable
 from nas.engine.searching.latency_archs import load_latency_source
 from nas.engine.searching.latency_fit import fit_table, load_priors
 from nas.engine.searching.latency_timings import read_timings
-from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.loop import run_search
+from nas.engine.searching.request import SearchRequest
 from search_spaces.cell201 import to_nb201_string
 from tests.conftest import make_space
 from tests.nas.tiny import tiny_config
@@ -126,9 +128,9 @@ def test_the_fitted_table_drives_a_search_within_its_budget(space, tmp_path):
     latencies = sorted(table.predict(space, a) for a in held_out(space, [], 90))
     budget = latencies[len(latencies) // 3]
     evaluate = StubEvaluator(space, space.max())
-    result = run_search(space, evaluate, SearchPlan("random", trials=20, seed=0),
-                        SearchOutput(tmp_path / "search", progress=False, tensorboard=False),
-                        constraints=Constraints(max_latency_ms=budget), latency=table, export=lambda a: None)
+    request = SearchRequest("random", tmp_path / "search", trials=20, seed=0,
+                            constraints=Constraints(max_latency_ms=budget), progress=False, tensorboard=False)
+    result = run_search(space, evaluate, request, latency=table, export=lambda a: None)
     records = [json.loads(line) for line in (tmp_path / "search" / "results.jsonl").read_text().splitlines()]
     assert len(records) == 20
     for record in records:

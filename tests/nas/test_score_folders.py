@@ -7,7 +7,7 @@ from pathlib import Path
 
 from estimators.score_spec import format_weight
 from nas import api, cli
-from nas.engine.searching.stage import SCORE_PART_MAX, _score_part
+from nas.engine.searching.request import SCORE_PART_MAX, _score_part
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 
 NAMES = ["grad_norm", "jacov", "macs", "naswot", "params", "snip", "supernet", "synflow", "zico"]

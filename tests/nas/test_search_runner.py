@@ -11,7 +11,9 @@ from nas.core.pareto import crowding, front, ranks
 from nas.engine.export import save_export
 from nas.engine.searching.latency import LatencyTable, device_record
 from nas.engine.searching.results import read_results
-from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.loop import run_search
+from nas.engine.searching.request import SearchRequest
 from tests.conftest import make_supernet
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,
@@ -52,8 +54,7 @@ def _dominated(point, others, cost):
 
 def test_outputs_of_a_search(space, supernet, evaluate, search_dir):
     budget = Constraints(max_macs=MAX_MACS, max_params=30_000)
-    result = run_search(space, evaluate, SearchPlan("evolution", trials=30, seed=1), SearchOutput(search_dir),
-                        constraints=budget)
+    result = run_search(space, evaluate, SearchRequest("evolution", search_dir, trials=30, seed=1, constraints=budget))
     records = [json.loads(line) for line in (search_dir / "results.jsonl").read_text().splitlines()]
     assert len(records) == 30 == result.evaluated == result.new
     for record in records:
@@ -85,8 +86,8 @@ def test_outputs_of_a_search(space, supernet, evaluate, search_dir):
 def test_latency_constraint_uses_the_table_and_verifies_the_pick(space, supernet, evaluate, search_dir):
     table = _fake_table(space)
     budget = Constraints(max_latency_ms=0.8)
-    result = run_search(space, evaluate, SearchPlan("random", trials=15),
-                        SearchOutput(search_dir, progress=False, tensorboard=False), constraints=budget,
+    result = run_search(space, evaluate, SearchRequest("random", search_dir, trials=15, constraints=budget,
+                                                       progress=False, tensorboard=False),
                         latency=table, export=supernet.export)
     for record in read_results(search_dir / "results.jsonl"):
         assert record["latency_ms"] == pytest.approx(table.predict(space, record["arch"]))
@@ -99,20 +100,22 @@ def test_latency_constraint_uses_the_table_and_verifies_the_pick(space, supernet
     assert json.loads((search_dir / "pareto.json").read_text())["costs"] == ["macs", "latency_ms"]
     with pytest.raises(SearchError, match=r"^max_latency_ms: 0.1 is below the cheapest subnet \(min: 0.385 ms "
                                           r"predicted on cpu, batch 1\)"):
-        run_search(space, evaluate, SearchPlan(trials=5), SearchOutput(search_dir / "tight", False, False),
-                   constraints=Constraints(max_latency_ms=0.1), latency=table)
+        run_search(space, evaluate, SearchRequest("random", search_dir / "tight", trials=5, progress=False,
+                                                  tensorboard=False, constraints=Constraints(max_latency_ms=0.1)),
+                   latency=table)
 
 
 def test_bad_arguments_are_reported(space, evaluate, search_dir):
     with pytest.raises(ConfigError, match="^max_latency_ms: needs a latency table"):
-        run_search(space, evaluate, SearchPlan(trials=5), search_dir, constraints=Constraints(max_latency_ms=1.0))
+        run_search(space, evaluate, SearchRequest("random", search_dir, trials=5,
+                                                  constraints=Constraints(max_latency_ms=1.0)))
     with pytest.raises(ConfigError, match="^max_macs: must be > 0, got -1"):
         Constraints(max_macs=-1)
     with pytest.raises(ConfigError, match="^trials: must be an integer >= 1, got 0"):
-        run_search(space, evaluate, SearchPlan(trials=0), search_dir)
+        run_search(space, evaluate, SearchRequest("random", search_dir, trials=0))
     with pytest.raises(SearchError, match=r"evaluate: returned val_top1=93.0 for arch \w+; expected a fraction"):
-        run_search(space, lambda arch: {"val_top1": 93.0}, SearchPlan(trials=2),
-                   SearchOutput(search_dir, progress=False, tensorboard=False))
+        run_search(space, lambda arch: {"val_top1": 93.0},
+                   SearchRequest("random", search_dir, trials=2, progress=False, tensorboard=False))
 
 
 def _line(trial: int) -> str:

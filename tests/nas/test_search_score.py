@@ -16,7 +16,8 @@ from nas.core.arch import Arch
 from nas.core.errors import SearchError
 from nas.core.registry import ESTIMATORS, Entry, NoOptions
 from nas.engine.searching.costs import Constraints
-from nas.engine.searching.runner import SearchOutput, SearchPlan, run_search
+from nas.engine.searching.loop import run_search
+from nas.engine.searching.request import SearchRequest
 from tests.nas.safety import copy_run, folder_digests, one_line_error
 
 SEEN: dict[str, EstimatorContext] = {}
@@ -73,10 +74,9 @@ def test_supernet_score_is_the_search_of_validation_top1_bit_for_bit(trained, tm
         result = run.evaluator.evaluate(arch, "val")
         return {"val_top1": result.top1, "val_top5": result.top5}
 
-    plan = SearchPlan("evolution", None, 8, 3)      # no arch queued first: nas.search queues none
     budget = json.loads((found.dir / "summary.json").read_text())["budgets"]["macs"]
-    old = run_search(run.space, before, plan, SearchOutput(tmp_path / "old", False),
-                     constraints=Constraints(max_macs=budget))
+    old = run_search(run.space, before, SearchRequest("evolution", tmp_path / "old", None, 8, 3, progress=False,
+                                                      constraints=Constraints(max_macs=budget)))
     new_lines, old_lines = _lines(tmp_path / "new" / "results.jsonl"), _lines(tmp_path / "old" / "results.jsonl")
     assert [{k: v for k, v in r.items() if k != "eval_seconds"} for r in new_lines] == \
            [{k: v for k, v in r.items() if k != "eval_seconds"} for r in old_lines]
@@ -131,9 +131,9 @@ def test_auto_without_a_fidelity_summary_uses_the_space_s_default_and_says_so(tr
     assert json.loads(out)["score"] == "naswot"
     assert err.strip() == (f"--score auto: naswot (no fidelity summary in {trained / 'tiny' / 'fidelity'}; the default "
                            "for mobilenetv3, chosen on half of the committed ground truth of fashion_mnist_mbv3, "
-                           "graded on the other half: mobilenetv3 Kendall tau 0.06, within MACs bins 0.00 (no "
-                           "candidate ranks those archs better than chance: MACs alone 0.00, -0.22); "
-                           "benchmarks/default_score.py; this run's mobilenetv3 space has other choices than that "
+                           "graded on the other half (no candidate, MACs included, ranked that half better than "
+                           "chance); benchmarks/default_score.py, BENCHMARKS.md section 17 gives the held-out figures "
+                           "and their date; this run's mobilenetv3 space has other choices than that "
                            f"one (fingerprint {run.space.fingerprint()}); `nas fidelity` measures the estimators on "
                            "this run)")
     context = EstimatorContext(run.space, run.data.sample_batches("train", 2, 64, 0))
@@ -148,17 +148,16 @@ def test_the_default_of_a_shipped_space_and_of_a_space_without_ground_truth():
     shipped = api.build_space(api.load_config("fashion_mnist_cell201"))
     spec, why = default_score(shipped)
     assert spec == "jacov+macs" and why == ("the default for cell201, chosen on half of the committed ground truth of "
-                                            "fashion_mnist_cell201, graded on the other half: cell201 Kendall tau "
-                                            "0.79, within MACs bins 0.46 (MACs alone 0.87, 0.68; the shipped supernet "
-                                            "alone 0.17, 0.20); "
-                                            "benchmarks/default_score.py")
+                                            "fashion_mnist_cell201, graded on the other half (MACs alone ranked that "
+                                            "half better within MACs bins); benchmarks/default_score.py, "
+                                            "BENCHMARKS.md section 17 gives the held-out figures and their date")
     vit = api.build_space(api.load_config("fashion_mnist_vit"))
     spec, why = default_score(vit)
     assert spec == "macs+naswot+synflow" and "supernet" not in spec
     assert why == ("the default for a space without a committed ground truth (the best mean over the shipped "
                    "spaces), chosen on half of the committed ground truth of the shipped spaces, graded on the "
-                   "other half: cell201 Kendall tau 0.80, within MACs bins 0.54; mobilenetv3 Kendall tau 0.02, "
-                   "within MACs bins -0.06; benchmarks/default_score.py")
+                   "other half; benchmarks/default_score.py, BENCHMARKS.md section 17 gives the held-out figures "
+                   "and their date")
 
 
 def test_every_default_score_is_spelt_as_searches_record_it():

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from nas.core.arch import arch_id
 from nas.core.registry import SEARCHERS as REGISTERED
-from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, run_search
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.loop import run_search
+from nas.engine.searching.request import SearchRequest
 from tests.conftest import make_space
 from tests.searchers.stub import MAX_MACS, StubEvaluator, small_space, target_arch, untrained_generator
 
@@ -40,9 +42,9 @@ def search_ids(searcher: str, out: Path, trials: int) -> list[str]:
     """arch ids, in evaluation order, of a search of the stub problem (resumed if `out` holds one)."""
     space = small_space()
     name = searcher.split("-pareto")[0]
-    plan = SearchPlan(name, SEARCHERS[searcher], trials, seed=3, generator=untrained_generator(space))
-    run_search(space, StubEvaluator(space, TARGET), plan,
-               SearchOutput(out, progress=False, tensorboard=False), constraints=Constraints(max_macs=MAX_MACS))
+    request = SearchRequest(name, out, SEARCHERS[searcher], trials, seed=3, constraints=Constraints(max_macs=MAX_MACS),
+                            progress=False, tensorboard=False)
+    run_search(space, StubEvaluator(space, TARGET), request, generator=untrained_generator(space))
     return [json.loads(line)["arch_id"] for line in (out / "results.jsonl").read_text().splitlines()]
 
 

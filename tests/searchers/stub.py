@@ -123,13 +123,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     torch.set_num_threads(1)
-    from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
+    from nas.engine.searching.costs import Constraints
+    from nas.engine.searching.loop import run_search
+    from nas.engine.searching.request import SearchRequest
     space = small_space()
     result = run_search(space, StubEvaluator(space, target_arch(space), args.sleep, before),
-                        SearchPlan(args.searcher, trials=args.trials, seed=args.seed),
-                        SearchOutput(out, progress=False, tensorboard=False),
-                        constraints=Constraints(max_macs=MAX_MACS),
-                        study=SharedStudy(args.storage, args.study, args.worker))
+                        SearchRequest(args.searcher, out, trials=args.trials, seed=args.seed,
+                                      constraints=Constraints(max_macs=MAX_MACS), storage=args.storage,
+                                      study=args.study, worker=args.worker, progress=False, tensorboard=False))
     print(json.dumps(result.to_json()))
     return 0
 

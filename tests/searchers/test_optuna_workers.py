@@ -23,7 +23,9 @@ from optuna.trial import TrialState
 from nas.core.arch import arch_id
 from nas.core.errors import SearchError
 from nas.core.processes import this_process
-from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.loop import run_search
+from nas.engine.searching.request import SearchRequest
 from searchers.optuna_storage import GRACE_PERIOD, ask_lock, is_stale, open_storage, storage_file
 from tests.nas.test_processes import gone_pid
 from tests.nas.safety import wait_for
@@ -123,9 +125,9 @@ def test_killed_search_resumes_without_rerunning_finished_trials(search_dir):
 
     space = small_space()
     evaluate = StubEvaluator(space, target_arch(space))
-    result = run_search(space, evaluate, SearchPlan("optuna-nsga2", trials=10, seed=0),
-                        SearchOutput(search_dir, progress=False, tensorboard=False),
-                        constraints=Constraints(max_macs=MAX_MACS), study=SharedStudy(url, "killed"))
+    result = run_search(space, evaluate, SearchRequest("optuna-nsga2", search_dir, trials=10, seed=0,
+                                                       constraints=Constraints(max_macs=MAX_MACS), storage=url,
+                                                       study="killed", progress=False, tensorboard=False))
     assert len(evaluate.calls) == 10 - len(finished) and not finished & set(evaluate.calls)
     assert result.evaluated == 10
     study = _study(url, search_dir, "killed")

@@ -6,7 +6,7 @@ with an untrained architecture generator of the small space for those that read 
 options parse to the registered defaults; a search evaluates exactly `trials` distinct archs
 within the budget and reports the best of them; the same seed repeats the same archs and
 another seed does not; re-running a finished search evaluates nothing and raising `trials`
-continues it; feasible anchors come first and a search never returns worse than one.
+continues it; a budget that admits only the min subnet among millions of archs answers it.
 """
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ import pytest
 
 from nas.core.arch import arch_id
 from nas.core.registry import SEARCHERS
-from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, parse_searcher_options, run_search
-from tests.conftest import check_contract_coverage, shipped_names
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.loop import parse_searcher_options, run_search
+from nas.engine.searching.request import SearchRequest
+from tests.conftest import check_contract_coverage, make_space, shipped_names
 from tests.searchers.stub import MAX_MACS, StubEvaluator, small_space, target_arch, untrained_generator
 from tests.searchers.stub import search_dir  # noqa: F401  (fixture)
 
@@ -37,14 +39,14 @@ def generator(space):
 
 @pytest.fixture(scope="module")
 def search(space, generator):
-    """`search(out_dir, name, trials, seed=0, target=None, anchors=())` -> (result, stub evaluator)."""
+    """`search(out_dir, name, trials, seed=0, target=None)` -> (result, stub evaluator)."""
     best = target_arch(space)
 
-    def run(out_dir, name, trials, seed=0, target=None, anchors=()):
+    def run(out_dir, name, trials, seed=0, target=None):
         evaluate = StubEvaluator(space, target if target is not None else best)
-        plan = SearchPlan(name, None, trials, seed, anchors=anchors, generator=generator)
-        result = run_search(space, evaluate, plan, SearchOutput(out_dir, progress=False, tensorboard=False),
-                            constraints=Constraints(max_macs=MAX_MACS))
+        request = SearchRequest(name, out_dir, None, trials, seed, constraints=Constraints(max_macs=MAX_MACS),
+                                progress=False, tensorboard=False)
+        result = run_search(space, evaluate, request, generator=generator)
         return result, evaluate
 
     return run
@@ -91,23 +93,16 @@ def test_a_rerun_evaluates_nothing_and_more_trials_continue(search, search_dir, 
     assert len({r["arch_id"] for r in _records(search_dir)}) == 12
 
 
-@pytest.mark.parametrize("name", CONTRACT)
-def test_feasible_anchors_come_first_marked_and_inside_the_trial_count(space, search, search_dir, name):
-    low, high = space.min(), space.max()
-    assert space.macs(high) > MAX_MACS >= space.macs(low)      # the max anchor is infeasible
-    result, evaluate = search(search_dir, name, 6, anchors=[high, low, low])
-    records = _records(search_dir)
-    assert len(records) == 6 == result.evaluated == len(evaluate.calls)
-    assert records[0]["arch_id"] == arch_id(low) and records[0]["anchor"] is True
-    assert not any("anchor" in r for r in records[1:])
-    assert arch_id(high) not in evaluate.calls
-    summary = json.loads((search_dir / "summary.json").read_text())
-    assert summary["anchors"] == [arch_id(low)]
-
-
-@pytest.mark.parametrize("name", CONTRACT)
-def test_a_search_never_returns_worse_than_a_feasible_anchor(space, search, search_dir, name):
-    """The stub scores the min arch best: 5 evaluations would rarely find it by chance."""
-    low = space.min()
-    result, _ = search(search_dir, name, 5, target=low, anchors=[space.max(), low])
-    assert result.best == low and result.record["anchor"] is True
+@pytest.mark.parametrize("name", [name for name in CONTRACT if name != "generator"])
+def test_a_budget_that_admits_only_the_min_subnet_answers_it(search_dir, name):
+    """A space of millions of archs under a budget only the min subnet meets (`--max-macs 0%`):
+    the searcher's proposals fail `max_rejections` times in a row, then the min subnet, queued,
+    is evaluated and answered; when proposals fail again the search ends with a note."""
+    space = make_space("mobilenetv3")
+    low = space.canonical(space.min())
+    evaluate = StubEvaluator(space, low)
+    request = SearchRequest(name, search_dir, None, 5, constraints=Constraints(max_macs=space.macs(low)),
+                            progress=False, tensorboard=False, max_rejections=20)
+    result = run_search(space, evaluate, request)
+    assert evaluate.calls == [arch_id(low)] and result.arch_id == arch_id(low) and result.evaluated == 1
+    assert [n for n in result.notes if n.startswith("stopped after 1 of 5 evaluations: 20 suggestions in a row")]

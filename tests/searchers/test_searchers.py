@@ -12,8 +12,9 @@ from optuna.trial import TrialState
 
 from nas.core.errors import ConfigError, SearchError
 from nas.core.registry import SEARCHERS
-from nas.engine.searching.runner import (Constraints, SearchOutput, SearchPlan, SharedStudy, parse_searcher_options,
-                                      run_search)
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.loop import parse_searcher_options, run_search
+from nas.engine.searching.request import SearchRequest
 from searchers.evolution import EvolutionOptions, EvolutionSearcher
 from searchers.optuna_searcher import (
     NSGA2Options,
@@ -50,9 +51,9 @@ def target(space):
 
 def _search(space, target, out_dir, name, trials, seed=0, searcher_options=None, **study):
     evaluate = StubEvaluator(space, target)
-    result = run_search(space, evaluate, SearchPlan(name, searcher_options, trials, seed),
-                        SearchOutput(out_dir, progress=False, tensorboard=False), constraints=BUDGET,
-                        study=SharedStudy(**study))
+    result = run_search(space, evaluate, SearchRequest(name, out_dir, searcher_options, trials, seed,
+                                                       constraints=BUDGET, progress=False, tensorboard=False,
+                                                       **study))
     return result, evaluate
 
 
@@ -143,16 +144,25 @@ def test_resume_with_other_settings_fails(space, target, search_dir):
 
 def test_unsatisfiable_budget_names_the_cheapest_subnet(space, target, search_dir):
     with pytest.raises(SearchError, match=r"^max_macs: 0.3M is below the cheapest subnet \(min: 0.335M MACs\)"):
-        run_search(space, StubEvaluator(space, target), SearchPlan("random", trials=5),
-                   SearchOutput(search_dir, progress=False, tensorboard=False), constraints=Constraints(max_macs=3e5))
+        run_search(space, StubEvaluator(space, target),
+                   SearchRequest("random", search_dir, trials=5, constraints=Constraints(max_macs=3e5), progress=False,
+                                 tensorboard=False))
 
 
-def test_rejection_cap_stops_with_a_message(search_dir):
-    space = make_space("mobilenetv3")  # too large to list: random search rejection-samples
+def test_a_budget_that_admits_few_archs_answers_the_min_subnet_or_a_feasible_arch(search_dir):
+    """0.1% above the min subnet's MACs in a space too large to list: random proposals almost
+    never fit; after `max_rejections` in a row the min subnet is queued, and after as many again
+    the search ends with what it evaluated (before: "20 suggestions in a row were infeasible",
+    an error)."""
+    space = make_space("mobilenetv3")
     budget = Constraints(max_macs=space.macs(space.min()) * 1.001)
-    with pytest.raises(SearchError, match="20 suggestions in a row were infeasible"):
-        run_search(space, StubEvaluator(space, space.min()), SearchPlan("random", trials=5, max_rejections=20),
-                   SearchOutput(search_dir, progress=False, tensorboard=False), constraints=budget)
+    evaluate = StubEvaluator(space, space.min())
+    result = run_search(space, evaluate, SearchRequest("random", search_dir, trials=5, constraints=budget,
+                                                       progress=False, tensorboard=False, max_rejections=20))
+    assert space.min() in [r["arch"] for r in result.trials] and result.arch_id == evaluate.calls[0]
+    assert all(r["macs"] <= budget.max_macs for r in result.trials) and 1 <= result.evaluated < 5
+    assert any(note.startswith(f"stopped after {result.evaluated} of 5 evaluations: 20 suggestions in a row were "
+                               "infeasible") for note in result.notes)
 
 
 def test_storage_needs_an_optuna_searcher(space, target, search_dir):

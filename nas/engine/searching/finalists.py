@@ -10,9 +10,11 @@ not batch orders, and is a pure function of (run, arch, settings): the answer do
 on which worker measured what, nor on a kill and a resume.
 
 Files in the search folder: `finalists.jsonl` (one record per measured finalist, appended and
-fsynced as each finishes; a resumed stage measures only the finalists not found there with the
-same settings) and `finalists.json` (every finalist with both measures, the winner and the
-score's own best).
+fsynced as each finishes, with the checkpoint and step of the weights it was measured on; a
+resumed stage measures only the finalists not found there with the same settings) and
+`finalists.json` (every finalist with both measures, the winner and the score's own best).
+Every record read back is checked field by field (a record edited by hand, cut short or of
+other weights, the run trained further, is refused in one line naming it).
 """
 from __future__ import annotations
 
@@ -28,13 +30,14 @@ import torch
 import torch.nn.functional as F
 
 from nas.core.arch import Arch
-from nas.core.errors import SearchError, check_int
+from nas.core.errors import SearchError, check_int, clip
 from nas.core.files import write_json
 from nas.core.rng import derive_seed
 from nas.engine.bn import recalibrate_bn
 from nas.core.preprocessing import resize
 from nas.engine.evaluator import accuracy
 from nas.core.jsonl import append_record, read_records
+from nas.engine.searching.request import FINETUNE_LR, FINETUNE_STEPS, Source
 from nas.engine.training.trainer import build_optimizer, clip_gradients
 from searchers.base import rank_key
 
@@ -48,8 +51,8 @@ class Finetune:
     """The finalists' measure: `steps` optimiser steps of the arch alone from the shared weights,
     peak learning rate `lr` (cosine to 0), batches seeded by `seed`; then validation top-1."""
 
-    steps: int = 100
-    lr: float = 0.01
+    steps: int = FINETUNE_STEPS
+    lr: float = FINETUNE_LR
     seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,14 +137,16 @@ class FinalistsResult:
 
 def run_finalists(run: Any, records: Sequence[Record], k: int, out_dir: Path, *, settings: Finetune = Finetune(),
                   workers: int = 1, progress: bool = True, measure: Measure | None = None,
-                  where: tuple[str, str] | None = None) -> FinalistsResult:
+                  source: Source | None = None) -> FinalistsResult:
     """Measure the `k` best of a search's `records` with `measure` (None: `finetune_top1`) and
     choose the best of them (ties: the better rank by the score).
 
     `workers > 1` measures them in that many spawned processes of one thread each, each loading
-    the run from `where` (its folder and checkpoint name) and measuring with `finetune_top1`
-    (without `where`, or with a `measure` given, they are measured here, one after the other).
-    Finished finalists are read back from `out_dir/finalists.jsonl` and not measured again.
+    the run of `source` (its folder, checkpoint and step) and measuring with `finetune_top1`
+    (without `source`, or with a `measure` given, they are measured here, one after the other).
+    Finished finalists are read back from `out_dir/finalists.jsonl` and not measured again;
+    each record names the checkpoint and step of `source`, and one measured on other weights
+    is refused.
     """
     check_int("finalists", k, 1)
     check_int("workers", workers, 1)
@@ -151,18 +156,24 @@ def run_finalists(run: Any, records: Sequence[Record], k: int, out_dir: Path, *,
         raise SearchError("finalists: the search evaluated no arch")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / RECORDS
+    path.touch()      # the stage has begun: `nas summary` tells a summary.json older than this unfinished
     wanted = {r["arch_id"]: r for r in finalists}
     done: dict[str, Record] = {}
-    for stored in read_records(path, SearchError):
-        if stored.get("measure") == settings.to_dict() and stored.get("arch_id") in wanted:
+    weights = source.settings() if source is not None else {}
+    for number, stored in enumerate(read_records(path, SearchError), 1):
+        problem = _record_problem(stored, weights)
+        if problem is not None:
+            raise SearchError(f"{path}:{number}: {problem}; repair or remove the line (or the file, to measure "
+                              "the finalists again)")
+        if stored["measure"] == settings.to_dict() and stored["arch_id"] in wanted:
             done.setdefault(stored["arch_id"], stored)
     todo = [r for r in finalists if r["arch_id"] not in done]
     from tqdm.auto import tqdm
     bar = tqdm(total=len(finalists), initial=len(finalists) - len(todo), desc="finalists", unit="arch",
                disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
-        for record in _measured(run, todo, settings, workers, measure, where):
-            append_record(path, record)
+        for record in _measured(run, todo, settings, workers, measure, source):
+            append_record(path, {**record, **weights})
             done[record["arch_id"]] = record
             bar.update(1)
     finally:
@@ -172,6 +183,51 @@ def run_finalists(run: Any, records: Sequence[Record], k: int, out_dir: Path, *,
     result = FinalistsResult(measured, winner, measured[0], settings.to_dict(), len(todo))
     write_json(out_dir / SUMMARY, result.to_json())
     return result
+
+
+def _record_problem(record: Any, weights: Mapping[str, Any]) -> str | None:
+    """Why a finalists.jsonl line cannot be trusted, or None: a field missing, of another type
+    or out of range, or measured on other weights than `weights` (checkpoint and step)."""
+    from nas.core.arch import arch_id
+
+    if not isinstance(record, dict):
+        return f"not a finalist record (a JSON {type(record).__name__})"
+    checks = {"arch_id": (isinstance(record.get("arch_id"), str), "a string"),
+              "arch": (isinstance(record.get("arch"), dict), "an arch mapping"),
+              "measure": (isinstance(record.get("measure"), dict), "the measure's settings"),
+              "score_value": (_real(record.get("score_value")), "a finite number"),
+              "finalist_top1": (_fraction(record.get("finalist_top1")), "a fraction in [0, 1]")}
+    if "finalist_top5" in record:
+        checks["finalist_top5"] = (_fraction(record["finalist_top5"]), "a fraction in [0, 1]")
+    for key, (ok, want) in checks.items():
+        if key not in record:
+            return f"no '{key}'"
+        if not ok:
+            return f"'{key}' must be {want}, got {json_text(record[key])}"
+    if arch_id(record["arch"]) != record["arch_id"]:
+        return f"'arch' is another arch ({arch_id(record['arch'])}) than its 'arch_id' {record['arch_id']}"
+    theirs = {key: record.get(key) for key in weights}
+    if theirs != dict(weights):
+        shown = ", ".join(f"{key} {clip(value, 40)}" for key, value in theirs.items())
+        mine = ", ".join(f"{key} {value}" for key, value in weights.items())
+        return (f"measured on other weights ({shown}; this search's: {mine}): the run was trained further, or "
+                "another checkpoint is searched")
+    return None
+
+
+def json_text(value: Any) -> str:
+    """A JSON value, short, for a one-line message."""
+    import json
+
+    return clip(json.dumps(value, default=repr), 40)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _fraction(value: Any) -> bool:
+    return _real(value) and 0 <= value <= 1
 
 
 def _measures(stored: Record) -> Record:
@@ -193,9 +249,9 @@ def _one(run: Any, record: Record, settings: Finetune, measure: Measure) -> Reco
 
 
 def _measured(run: Any, todo: list[Record], settings: Finetune, workers: int, measure: Measure | None,
-              where: tuple[str, str] | None):
+              source: Source | None):
     """The records of `todo` measured, as each finishes (in spawned workers when asked)."""
-    if workers == 1 or len(todo) <= 1 or where is None or measure is not None:
+    if workers == 1 or len(todo) <= 1 or source is None or measure is not None:
         for record in todo:
             yield _one(run, record, settings, measure or finetune_top1)
         return
@@ -203,7 +259,7 @@ def _measured(run: Any, todo: list[Record], settings: Finetune, workers: int, me
 
     from nas.core.processes import worker_pool
 
-    with worker_pool(min(workers, len(todo)), _start_worker, (where, str(run.device))) as pool:
+    with worker_pool(min(workers, len(todo)), _start_worker, (source, str(run.device))) as pool:
         futures = [pool.submit(_worker_measure, record, settings) for record in todo]
         for future in as_completed(futures):
             yield future.result()
@@ -212,13 +268,17 @@ def _measured(run: Any, todo: list[Record], settings: Finetune, workers: int, me
 _WORKER_RUN: Any = None
 
 
-def _start_worker(where: tuple[str, str], device: str) -> None:
+def _start_worker(source: Source, device: str) -> None:
     """A finalists worker (`worker_pool`): the run loaded once from its folder."""
     global _WORKER_RUN
     from nas.engine.run import load_run
 
-    _WORKER_RUN = load_run(where[0], checkpoint=where[1], device=device)
+    _WORKER_RUN = load_run(source.run, checkpoint=source.checkpoint, device=device), source.step
 
 
 def _worker_measure(record: Record, settings: Finetune) -> Record:
-    return _one(_WORKER_RUN, record, settings, finetune_top1)
+    run, step = _WORKER_RUN
+    if run.step != step:
+        raise SearchError(f"finalists: the checkpoint {run.checkpoint} holds step {run.step}, the search measured "
+                          f"step {step} (the run is being trained further); search again once it stopped")
+    return _one(run, record, settings, finetune_top1)

@@ -11,7 +11,7 @@ from nas.core.errors import ConfigError, RunError
 from nas.core.files import check_writable
 from nas.engine.json_result import JsonResult
 from nas.engine.run import Run, arch_generator
-from nas.engine.searching.stage import resolve_budget
+from nas.engine.searching.request import resolve_budget
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ is what the searcher is told, and not the arch's final score: results.jsonl keep
 `score_told` and no `score_value`, so that only ranked.jsonl, whose `score_value` is every
 arch's rank among all of them, can be sorted into the search's result.
 
-`SearchResult` is what a search returns (`nas.search`).
+`SearchRun` is what a search loop ends with; `SearchResult` is what a search returns (`nas.search`).
 """
 from __future__ import annotations
 
@@ -27,10 +27,11 @@ from nas.core.jsonl import append_record, read_records, write_records
 from nas.core.registry import SUPERNET_SCORE
 
 if TYPE_CHECKING:     # searchers loads Optuna: `nas.api` imports this module, a search loads that
+    from nas.engine.searching.costs import SearchCosts
     from searchers.base import Record
 
-__all__ = ["RANKED", "RESULTS", "SearchResult", "append_record", "as_logged", "as_told", "read_results", "to_dataframe",
-           "unique_records", "write_ranked"]
+__all__ = ["RANKED", "RESULTS", "SearchResult", "SearchRun", "append_record", "as_logged", "as_told", "read_results",
+           "to_dataframe", "unique_records", "write_ranked"]
 
 RESULTS, RANKED = "results.jsonl", "ranked.jsonl"
 
@@ -140,6 +141,22 @@ class SearchResult:
         if self.finalists is not None:
             data["finalists"] = self.finalists
         return data
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """What a search loop ended with: every record of the search (all workers; for a population
+    score with its final `score_value` when `final`, else as told), the evaluations this call
+    made (`new`), the evaluations it aimed for (`target`), notes for the user, the searcher's
+    options in effect and the costs (for the latency check of the answer)."""
+
+    history: list[Record]
+    new: int
+    target: int
+    notes: list[str]
+    options: dict[str, Any]
+    costs: SearchCosts
+    final: bool = True
 
 
 def to_dataframe(rows: Sequence[Mapping[str, Any]], what: str) -> Any:

@@ -6,7 +6,7 @@ share a MACs range, so agreement inside a bin is what ranking them needs. Withou
 (a fidelity run costs hours of standalone training) it uses the space's shipped default
 (`DEFAULT_SCORES`, keyed by space name; `GENERIC_DEFAULT` for other spaces): the score that
 `benchmarks/default_score.py` chose on one half of the committed ground truth of the shipped
-space and recipe, with the figures it got on the other half. A summary that reports no
+space and recipe, graded on the other half (the figures, dated, are in BENCHMARKS.md). A summary that reports no
 within-bin tau leaves `supernet`, BN-recalibrated validation top-1 (what a search ranked by
 before estimators existed). Either way one line on stderr says what was chosen and why,
 and, when the chosen estimator's 90% interval includes 0, that the ground truth cannot tell it
@@ -43,38 +43,36 @@ DEFAULT = SUPERNET_SCORE     # what `auto` means without a fidelity summary
 BATCH_SEED = 0
 
 
+EVIDENCE = "BENCHMARKS.md section 17 gives the held-out figures and their date"
+
+
 @dataclass(frozen=True)
 class DefaultScore:
-    """A score for `auto` without a fidelity summary and the held-out evidence for it:
-    `benchmarks/default_score.py` chose it on the CHOOSE half of the committed ground truths of
-    `configs` and graded it on their REPORT half: `graded` holds (space, Kendall tau, within-bin
-    tau) per space; `fingerprint`: the space the evidence is of (empty for the generic default)."""
+    """A score for `auto` without a fidelity summary: `benchmarks/default_score.py` chose it on
+    the CHOOSE half of the committed ground truths of `configs` and graded it on their REPORT
+    half (the figures live in BENCHMARKS.md, not here: `EVIDENCE`); `fingerprint`: the space
+    that ground truth is of (empty for the generic default); `caveat`: what the grading says
+    that a user of the default should know."""
 
     spec: str
     configs: str
-    graded: tuple[tuple[str, float, float], ...]
     fingerprint: str = ""
-    compared: str = ""        # how other candidates did on the same held-out archs
+    caveat: str = ""
 
     def evidence(self) -> str:
-        grades = "; ".join(f"{space} Kendall tau {tau:.2f}, within MACs bins {within:.2f}"
-                           for space, tau, within in self.graded)
-        compared = f" ({self.compared})" if self.compared else ""
-        return (f"chosen on half of the committed ground truth of {self.configs}, graded on the other half: "
-                f"{grades}{compared}; benchmarks/default_score.py")
+        caveat = f" ({self.caveat})" if self.caveat else ""
+        return (f"chosen on half of the committed ground truth of {self.configs}, graded on the other "
+                f"half{caveat}; benchmarks/default_score.py, {EVIDENCE}")
 
 
-# From `python -m benchmarks.default_score --scores FILE --run cell201=RUN` (2026-12-03; RUN: the shipped
-# fashion_mnist_cell201 trained 1,716 steps; no trained MobileNetV3 supernet was ready to compare).
 # Specs in their canonical spelling (`estimators.canonical_spec`), as searches record them.
 DEFAULT_SCORES: dict[str, DefaultScore] = {
-    "cell201": DefaultScore("jacov+macs", "fashion_mnist_cell201", (("cell201", 0.79, 0.46),), "1c4fd9d48cb1",
-                            "MACs alone 0.87, 0.68; the shipped supernet alone 0.17, 0.20"),
-    "mobilenetv3": DefaultScore("naswot", "fashion_mnist_mbv3", (("mobilenetv3", 0.06, 0.00),), "e01b62e6a393",
-                                "no candidate ranks those archs better than chance: MACs alone 0.00, -0.22"),
+    "cell201": DefaultScore("jacov+macs", "fashion_mnist_cell201", "1c4fd9d48cb1",
+                            "MACs alone ranked that half better within MACs bins"),
+    "mobilenetv3": DefaultScore("naswot", "fashion_mnist_mbv3", "e01b62e6a393",
+                                "no candidate, MACs included, ranked that half better than chance"),
 }
-GENERIC_DEFAULT = DefaultScore("macs+naswot+synflow", "the shipped spaces",
-                               (("cell201", 0.80, 0.54), ("mobilenetv3", 0.02, -0.06)))
+GENERIC_DEFAULT = DefaultScore("macs+naswot+synflow", "the shipped spaces")
 
 
 def default_score(space: Any) -> tuple[str, str]:

@@ -7,21 +7,101 @@ from typing import Any, Mapping
 
 
 def search_summary(folder: str | Path) -> dict[str, Any]:
-    """The summary.json of a finished search folder (`nas summary`)."""
+    """The summary.json of a finished search folder (`nas summary`), its fields checked, with
+    `unfinished` (None, or what a later command left unfinished: more evaluations or a finalists
+    stage after the summary was written, e.g. a killed search)."""
     import json
 
     from nas.core.errors import SearchError
 
-    path = Path(folder) / "summary.json"
+    folder = Path(folder)
+    path = folder / "summary.json"
     try:
         summary = json.loads(path.read_text())
     except FileNotFoundError:
+        started = _started(folder)
+        if started:
+            raise SearchError(f"SEARCH_DIR: {folder} holds no summary.json: the search is unfinished (killed, or "
+                              f"still running; {started}); run the same nas search again to finish it") from None
         raise SearchError(f"SEARCH_DIR: {folder} holds no summary.json (not a finished search folder)") from None
     except (OSError, ValueError) as e:
         raise SearchError(f"SEARCH_DIR: {path}: cannot read it ({str(e).splitlines()[0]})") from e
     if not isinstance(summary, dict) or not all(key in summary for key in ("arch_id", "macs", "params", "dir")):
         raise SearchError(f"SEARCH_DIR: {path} is not a search summary")
-    return summary
+    problem = _problem(summary)
+    if problem is not None:
+        raise SearchError(f"SEARCH_DIR: {path}: {problem}; the summary is damaged: run the same nas search again "
+                          "to write it anew")
+    return {**summary, "unfinished": _unfinished(folder, path)}
+
+
+def _started(folder: Path) -> str:
+    """What a search folder without summary.json holds ("" for nothing of a search)."""
+    parts = [f"{name} holds {_lines(folder / name)} records" for name in ("results.jsonl", "finalists.jsonl")
+             if (folder / name).is_file()]
+    return ", ".join(parts)
+
+
+def _lines(path: Path) -> int:
+    return sum(1 for line in path.read_text(errors="replace").splitlines() if line.strip())
+
+
+def _unfinished(folder: Path, summary_path: Path) -> str | None:
+    """What was written after summary.json by a command that did not finish (a search writes
+    its summary last), or None."""
+    written = summary_path.stat().st_mtime_ns
+    later = [name for name in ("results.jsonl", "finalists.jsonl")
+             if (folder / name).is_file() and (folder / name).stat().st_mtime_ns > written]
+    if not later:
+        return None
+    what = "a finalists stage" if "finalists.jsonl" in later else "more evaluations"
+    return (f"{what} started after this summary was written did not finish ({', '.join(later)} changed since): "
+            "this is the answer before it; run the same nas search again to finish it")
+
+
+def _number(value: Any, low: float, high: float = float("inf"), integer: bool = False) -> bool:
+    import math
+
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and low <= value <= high and (not integer or float(value).is_integer()))
+
+
+def _problem(summary: Mapping[str, Any]) -> str | None:
+    """The first field of a summary.json that `format_search_summary` cannot trust, or None."""
+    from nas.core.errors import clip
+
+    checks = {"arch_id": (isinstance(summary["arch_id"], str), "a string"),
+              "macs": (_number(summary["macs"], 0, integer=True), "a count >= 0"),
+              "params": (_number(summary["params"], 0, integer=True), "a count >= 0"),
+              "dir": (isinstance(summary["dir"], str), "a path")}
+    for key, want in (("val_top1", "a fraction in [0, 1]"), ("latency_ms", "a number >= 0")):
+        if summary.get(key) is not None:
+            checks[key] = (_number(summary[key], 0, 1 if key == "val_top1" else float("inf")), want)
+    budgets = summary.get("budgets")
+    if budgets is not None:
+        checks["budgets"] = (isinstance(budgets, Mapping) and all(_number(v, 0) and v > 0 for v in budgets.values()),
+                             "a mapping of positive budgets")
+    stage = summary.get("finalists")
+    if stage is not None:
+        checks["finalists"] = (_finalists_ok(stage), "null or a finalists stage (measure, winner, search_best, "
+                               "finalists with rank and finalist_top1)")
+    for key, (ok, want) in checks.items():
+        if not ok:
+            return f"'{key}' must be {want}, got {clip(summary[key], 60)}"
+    return None
+
+
+def _finalists_ok(stage: Any) -> bool:
+    if not isinstance(stage, Mapping) or not isinstance(stage.get("finalists"), list):
+        return False
+    if not isinstance(stage.get("measure"), Mapping) or not _number(stage["measure"].get("steps"), 1, integer=True):
+        return False
+    rows = stage["finalists"]
+    if not all(isinstance(r, Mapping) and isinstance(r.get("arch_id"), str) and _number(r.get("finalist_top1"), 0, 1)
+               and _number(r.get("rank"), 1, integer=True) for r in rows):
+        return False
+    ids = {r["arch_id"] for r in rows}
+    return stage.get("winner") in ids and stage.get("search_best") in ids and isinstance(stage.get("changed"), bool)
 
 
 def format_search_summary(summary: Mapping[str, Any]) -> str:
@@ -59,8 +139,10 @@ def format_search_summary(summary: Mapping[str, Any]) -> str:
                    if stage["changed"] else f"the score's best won with {100 * winner['finalist_top1']:.2f}%")
         lines.append(f"then finalists: the {len(finalists)} best by the score fine-tuned alone {measure['steps']} "
                      f"steps each, then validation top-1; {outcome}")
-    else:
+    elif not summary.get("unfinished"):
         lines.append("no finalists stage: the score's best is the answer (nas search --finalists K measures "
                      "the K best again)")
+    if summary.get("unfinished"):
+        lines.append(f"unfinished: {summary['unfinished']}")
     lines.append(f"arch file: {Path(summary['dir']) / 'best.yaml'}")
     return "\n".join(lines)

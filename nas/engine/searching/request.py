@@ -1,0 +1,213 @@
+"""One search's request: every argument of `nas.search` checked and resolved once, before any work.
+
+`build_request` turns the Python API's arguments (budgets as amounts or percentages, `auto` as
+a score, an optional folder) into a `SearchRequest`: a frozen value the stage, its spawned
+workers and the files it writes all read unchanged. The score is resolved here and only here
+(`resolve_score`): the request carries the estimator spec the search ranks by and the line
+saying why (`score_reason`).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from nas.core.costs import BY_NAME
+from nas.core.errors import ConfigError, check_int
+from nas.core.files import check_writable
+from nas.core.registry import SEARCHERS, SUPERNET_SCORE
+from nas.engine.run_dir import check_name
+from nas.engine.searching.costs import Constraints
+
+if TYPE_CHECKING:
+    from nas.engine.run import Run
+
+MAX_REJECTIONS = 1000    # infeasible or duplicate suggestions in a row before a search gives up
+SCORE_PART_MAX = 64     # characters of a score spec in a folder name; a longer one is cut and hashed
+FINETUNE_STEPS, FINETUNE_LR = 100, 0.01     # the finalists' measure by default (`finalists.Finetune`)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The trained weights a search measures: the run's folder, its checkpoint file and the
+    optimiser step that checkpoint holds (a run trained further is another source)."""
+
+    run: str
+    checkpoint: str
+    step: int
+
+    def settings(self) -> dict[str, Any]:
+        """What search.json and finalists.jsonl record of it (as `nas fidelity` does)."""
+        return {"checkpoint": self.checkpoint, "step": self.step}
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A whole search, resolved: what the stage, each worker process and the output files read.
+
+    Attributes:
+        searcher: Registered searcher name (`random`, `evolution`, `optuna-tpe`, ...).
+        out: The search folder.
+        options: The searcher's options: a mapping, its options dataclass, or None (defaults).
+        trials: Evaluations to complete (in the shared study for Optuna): re-running a
+            finished search evaluates nothing, raising it continues.
+        seed: Search seed; worker k of a shared study uses `seed + k`.
+        score: The spec of what ranks the candidates, in its canonical spelling.
+        score_reason: Why `auto` chose `score` (None when the caller named it).
+        constraints: The budgets, as counts.
+        device, batch: Where candidates are evaluated, and the latency table's batch size.
+        storage, study, worker: The shared Optuna study (None: a journal file in `out`, named
+            after it) and this process's index among its workers.
+        workers: Processes to search (shared searchers) and to measure finalists in.
+        finalists: K > 0: the K best by the score are fine-tuned alone and the best of them
+            answered, each with `finalist_steps` steps at peak rate `finalist_lr`.
+        source: The run's weights the search measures (None: a search outside a run).
+        progress, tensorboard: A tqdm bar on stderr; TensorBoard scalars under `out/tb`.
+        max_rejections: Infeasible or duplicate suggestions in a row before giving up.
+        latency_table, predict_missing: A latency table named instead of the run's own (a fitted
+            or measured table file, or `CSV[:COLUMN]` of per-arch ms), and whether archs a CSV
+            lacks are predicted rather than refused.
+    """
+
+    searcher: str
+    out: Path
+    options: Any = None
+    trials: int = 100
+    seed: int = 0
+    score: str = SUPERNET_SCORE
+    score_reason: str | None = None
+    constraints: Constraints = field(default_factory=Constraints)
+    device: str = "cpu"
+    batch: int = 1
+    storage: str | None = None
+    study: str | None = None
+    worker: int = 0
+    workers: int = 1
+    finalists: int = 0
+    finalist_steps: int = FINETUNE_STEPS
+    finalist_lr: float = FINETUNE_LR
+    source: Source | None = None
+    progress: bool = True
+    tensorboard: bool = True
+    max_rejections: int = MAX_REJECTIONS
+    latency_table: str | None = None
+    predict_missing: bool = False
+
+    @property
+    def shared(self) -> bool:
+        """Whether the searcher keeps its state in a storage several processes share (Optuna)."""
+        return bool(getattr(SEARCHERS.get(self.searcher).obj, "shared", False))
+
+    @property
+    def search_workers(self) -> int:
+        """Processes that search: `workers` for a shared searcher, else one (whose finalists may
+        still be measured by `workers`)."""
+        return self.workers if self.shared else 1
+
+
+def resolve_score(spec: str, run: Run) -> tuple[str, str | None]:
+    """(canonical spec, why) of the score a search of `run` ranks by: `spec` itself, or for
+    `auto` the choice `nas.engine.searching.score.choose_score` makes and the line saying why.
+    An unknown spec fails here, with a did-you-mean."""
+    from estimators import build_estimator, canonical_spec
+    from nas.engine.searching.score import choose_score
+
+    chosen = choose_score(spec, run.dir.root, run.space)
+    build_estimator(chosen.name)
+    return canonical_spec(chosen.name), chosen.reason
+
+
+def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
+    """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet;
+    always finite (`1e400` is an error naming `flag`, never "no budget")."""
+    from nas.core.amounts import parse_amount
+
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return parse_amount(value, flag)     # a number from the Python API: finite, checked there
+    text = value.strip()
+    if text.endswith("%"):
+        try:
+            fraction = float(text[:-1]) / 100
+        except ValueError:
+            fraction = -1.0
+        if not 0 <= fraction <= 1:
+            raise ConfigError(f"{flag}: {text!r}: a percentage must be between 0% (min subnet) and 100% (max subnet)")
+        return low + fraction * (high - low)
+    return parse_amount(text, flag)
+
+
+def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_params: str | float | None,
+                  max_latency_ms: float | None, device: Any, batch: int, trials: int, seed: int,
+                  storage: str | None, study: str | None, out: str | Path | None, options: Mapping[str, Any] | None,
+                  worker: int, workers: int, progress: bool, score: str, finalists: int,
+                  finalist_steps: int | None, latency_table: str | None = None,
+                  predict_missing: bool = False) -> SearchRequest:
+    """The request of `nas.search`'s arguments (see there), every count, budget, name and the
+    score checked before any folder is made or arch evaluated."""
+    from nas.engine.devices import resolve_device
+
+    SEARCHERS.get(searcher)      # an unknown searcher fails first, with a did-you-mean
+    check_int("trials", trials, 1)
+    check_int("workers", workers, 1)
+    check_int("worker", worker, 0)
+    check_int("batch", batch, 1)
+    check_int("finalists", finalists, 0)
+    if finalist_steps is not None:
+        if not finalists:
+            raise ConfigError("finalist_steps: needs finalists (the K best by the score, each fine-tuned "
+                              "finalist_steps steps); give both or neither")
+        check_int("finalist_steps", finalist_steps, 1)
+    if workers > 1 and not finalists and not getattr(SEARCHERS.get(searcher).obj, "shared", False):
+        raise ConfigError(f"workers: searcher '{searcher}' keeps its state in one process; use optuna-tpe or "
+                          f"optuna-nsga2 to share a study between workers")
+    if predict_missing and latency_table is None:
+        raise ConfigError("predict_missing: applies to a CSV latency table; give --latency-table CSV[:COLUMN]")
+    if finalists > trials:
+        raise ConfigError(f"finalists: {finalists} is more than trials ({trials}): the finalists are among the "
+                          "evaluated archs; lower finalists or raise trials")
+    resolved_device = resolve_device(device) if device is not None else run.device
+    spec, reason = resolve_score(score, run)
+    low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
+    constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "max_macs"),
+                              resolve_budget(max_params, low[1], high[1], "max_params"), max_latency_ms)
+    if out is None and study is not None:
+        check_name(study, "study")      # the search folder's name
+    out_dir = Path(out) if out is not None else run.dir.search(search_id(searcher, constraints, seed, study, spec))
+    check_writable(out_dir, "out" if out is not None else "RUN")
+    if workers > 1 and getattr(SEARCHERS.get(searcher).obj, "shared", False):   # spawned workers share a study
+        storage = storage if storage is not None else f"journal:///{(out_dir / 'optuna.journal').resolve()}"
+        study = study if study is not None else out_dir.name
+    return SearchRequest(searcher, out_dir, options, trials, seed, spec, reason, constraints, str(resolved_device),
+                         batch, storage, study, worker, workers, finalists,
+                         FINETUNE_STEPS if finalist_steps is None else finalist_steps, FINETUNE_LR,
+                         Source(str(run.dir.root.resolve()), run.checkpoint.name, run.step), progress,
+                         latency_table=latency_table, predict_missing=predict_missing)
+
+
+def search_id(searcher: str, constraints: Constraints, seed: int, study: str | None,
+              score: str = SUPERNET_SCORE) -> str:
+    """Default search directory name: the study, or searcher + budgets + score (unless
+    `supernet`; its canonical spelling, cut and hashed when long) + seed (so re-running the same
+    command continues the same search, and searches ranked by different scores never resume
+    each other)."""
+    if study is not None:
+        return study
+    parts = [searcher, *(BY_NAME[cost].folder_part(budget) for cost, budget in constraints.budgets().items())]
+    if score != SUPERNET_SCORE:
+        parts.append("score-" + _score_part(score))
+    return "-".join(parts + [f"s{seed}"])
+
+
+def _score_part(score: str) -> str:
+    """A score spec as one folder-name part: its characters outside `[A-Za-z0-9._+]` as `_`, and
+    past `SCORE_PART_MAX` characters its head and a hash of the whole spec (a name stays within
+    the filesystem's 255 bytes, and distinct long specs stay distinct)."""
+    part = re.sub(r"[^A-Za-z0-9._+]", "_", score)
+    if len(part) <= SCORE_PART_MAX:
+        return part
+    digest = hashlib.sha256(score.encode()).hexdigest()[:12]
+    return f"{part[:SCORE_PART_MAX - len(digest) - 1]}-{digest}"
