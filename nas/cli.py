@@ -224,7 +224,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         seed=args.seed, storage=args.storage, study=args.study, out=args.out,
         options=_options(args.option) or None, worker=args.worker, workers=args.workers,
         progress=not args.quiet, score=args.score, finalists=args.finalists, finalist_steps=args.finalist_steps,
-        latency_table=args.latency_table, predict_missing=args.predict_missing)
+        latency_table=args.latency_table, predict_missing=args.predict_missing, ships=args.ships)
     for note in result.notes:
         print(f"note: {with_flags(note, args.flags)}", file=sys.stderr)
     if args.json:
@@ -234,7 +234,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"{result.score} {result.score_value:.6g}"
                   + (f" (val top-1 {result.val_top1:.4f})" if result.val_top1 is not None else ""))
         print(f"best {_named(run.space, result.arch_id, result.best)}: {scored}, MACs {format_amount(result.macs)}, "
-              f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new)")
+              f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new; "
+              f"optimised for {result.optimised_for})")
         if result.finalists is not None:
             print(api.format_search_summary(api.search_summary(result.dir)).splitlines()[2])
         if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
@@ -402,6 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--latency-table", metavar="PATH[:COLUMN]",
                         help="latency from this table instead of one measured here: a .json table (nas "
                         "latency-table or nas latency-fit), or a CSV of measured per-arch ms (column default latency_ms)")
+    search.add_argument("--ships", choices=("finetuned", "inherited"),
+                        help="what the export will ship, which --score auto optimises: inherited weights (auto is the "
+                        "supernet's own measurement of them) or a fine-tuned subnet (auto predicts accuracy after "
+                        "training); default: the run's export.finetune (inherited when its length is 0)")
     search.add_argument("--predict-missing", action="store_true",
                         help="with a CSV --latency-table: predict the archs it lacks from a table fitted to its rows "
                         "(default: an arch it lacks is an error)")

@@ -197,3 +197,33 @@ def test_finetune_errors_name_the_flag_or_key(trained, tmp_path, capsys):
     config = tmp_path / "bad.yaml"
     config.write_text("space: {name: cell201}\nexport: {finetune: {length: ten}}\n")
     one_line_error(capsys, ["space", str(config)], "export.finetune.length", "ten")
+
+
+def test_auto_optimises_what_the_export_ships_and_the_search_line_says_which(trained, tmp_path, capsys):
+    runs = copy_run(trained, "tiny", tmp_path / "runs")
+    common = ["search", str(runs / "tiny"), "--searcher", "random", "--trials", "2", "--device", "cpu", "--quiet"]
+    # the tiny config has no export section: the export ships the inherited weights
+    assert cli.main([*common, "--out", str(tmp_path / "inherited")]) == 0
+    out = capsys.readouterr()
+    summary = json.loads((tmp_path / "inherited" / "summary.json").read_text())
+    assert summary["score"] == "supernet" and "inherited accuracy" in summary["optimised_for"]
+    assert "optimised for inherited accuracy, measured by the supernet" in out.out, out.out
+    assert "the export ships the inherited weights" in out.err
+    # a fine-tuned export: auto predicts accuracy after training, as without an export section it did
+    assert cli.main([*common, "--ships", "finetuned", "--out", str(tmp_path / "finetuned")]) == 0
+    out = capsys.readouterr()
+    summary = json.loads((tmp_path / "finetuned" / "summary.json").read_text())
+    assert summary["score"] != "supernet", summary["score"]
+    assert summary["optimised_for"] == f"accuracy after training alone, predicted by {summary['score']} (the export fine-tunes)"
+    assert f"optimised for {summary['optimised_for']}" in out.out
+    assert cli.main(["summary", str(tmp_path / "finetuned")]) == 0
+    assert f"optimised for {summary['optimised_for']}" in capsys.readouterr().out
+
+
+def test_the_config_decides_what_auto_optimises(trained, tmp_path):
+    runs = copy_run(trained, "tiny", tmp_path / "runs")
+    config = runs / "tiny" / "config.yaml"
+    config.write_text(config.read_text() + "export: {finetune: {length: 10%}}\n")   # editable after training
+    run = api.load_run(runs / "tiny", device="cpu")
+    result = api.search(run, "random", trials=2, out=tmp_path / "s", progress=False)
+    assert result.score != "supernet" and "(the export fine-tunes)" in result.optimised_for

@@ -56,6 +56,8 @@ class SearchRequest:
         seed: Search seed; worker k of a shared study uses `seed + k`.
         score: The spec of what ranks the candidates, in its canonical spelling.
         score_reason: Why `auto` chose `score` (None when the caller named it).
+        objective: What the score optimises, in words (inherited accuracy, or accuracy after
+            training alone predicted by a proxy): the search's line and summary.json say it.
         constraints: The budgets, as counts.
         device, batch: Where candidates are evaluated, and the latency table's batch size.
         storage, study, worker: The shared Optuna study (None: a journal file in `out`, named
@@ -78,6 +80,7 @@ class SearchRequest:
     seed: int = 0
     score: str = SUPERNET_SCORE
     score_reason: str | None = None
+    objective: str = ""
     constraints: Constraints = field(default_factory=Constraints)
     device: str = "cpu"
     batch: int = 1
@@ -107,16 +110,50 @@ class SearchRequest:
         return self.workers if self.shared else 1
 
 
-def resolve_score(spec: str, run: Run) -> tuple[str, str | None]:
-    """(canonical spec, why) of the score a search of `run` ranks by: `spec` itself, or for
-    `auto` the choice `nas.engine.searching.score.choose_score` makes and the line saying why.
-    An unknown spec fails here, with a did-you-mean."""
-    from estimators import build_estimator, canonical_spec
-    from nas.engine.searching.score import choose_score
+SHIPS = ("finetuned", "inherited")
 
+
+def shipped_weights(run: Run, ships: str | None = None) -> str:
+    """What the run's export ships: `finetuned` when `export.finetune` trains the subnet alone
+    first, else `inherited`; `ships` overrides it (checked)."""
+    if ships is None:
+        return "finetuned" if run.config.export.finetune.enabled else "inherited"
+    if ships not in SHIPS:
+        raise ConfigError(f"ships: {ships!r} is not one of {', '.join(SHIPS)}")
+    return ships
+
+
+def resolve_score(spec: str, run: Run, ships: str | None = None) -> tuple[str, str | None, str]:
+    """(canonical spec, why, what it optimises) of the score a search of `run` ranks by.
+
+    `auto` follows what the export ships (`shipped_weights`): inherited weights are chosen for
+    their inherited accuracy, which the supernet measures exactly (`supernet`); a fine-tuned
+    export for its accuracy after training alone, which `nas.engine.searching.score.choose_score`
+    predicts (the run's fidelity summary, else the space's default). A run with no trained
+    weights (`nas search CONFIG`) always takes the prediction. An unknown spec fails here, with
+    a did-you-mean."""
+    from estimators import build_estimator, canonical_spec
+    from nas.engine.searching.score import AUTO, choose_score
+    from nas.engine.untrained import UNTRAINED
+
+    shipped = shipped_weights(run, ships)
+    trained = run.checkpoint.name != UNTRAINED
+    if spec == AUTO and shipped == "inherited" and trained:
+        return SUPERNET_SCORE, (
+            "score auto: supernet (the export ships the inherited weights, export.finetune.length 0: the answer is "
+            "chosen for its inherited accuracy, which the supernet measures exactly; with a fine-tune before the "
+            "export, auto predicts the accuracy after training instead)"), "inherited accuracy, measured by the supernet"
     chosen = choose_score(spec, run.dir.root, run.space)
     build_estimator(chosen.name)
-    return canonical_spec(chosen.name), chosen.reason
+    name = canonical_spec(chosen.name)
+    if name == SUPERNET_SCORE:
+        objective = "inherited accuracy, measured by the supernet"
+    elif spec == AUTO:
+        objective = (f"accuracy after training alone, predicted by {name}"
+                     + (" (the export fine-tunes)" if shipped == "finetuned" and trained else ""))
+    else:
+        objective = f"the score {name}"
+    return name, chosen.reason, objective
 
 
 def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
@@ -145,7 +182,7 @@ def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_
                   storage: str | None, study: str | None, out: str | Path | None, options: Mapping[str, Any] | None,
                   worker: int, workers: int, progress: bool, score: str, finalists: int,
                   finalist_steps: int | None, latency_table: str | None = None,
-                  predict_missing: bool = False) -> SearchRequest:
+                  predict_missing: bool = False, ships: str | None = None) -> SearchRequest:
     """The request of `nas.search`'s arguments (see there), every count, budget, name and the
     score checked before any folder is made or arch evaluated."""
     from nas.engine.devices import resolve_device
@@ -170,7 +207,7 @@ def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_
         raise ConfigError(f"finalists: {finalists} is more than trials ({trials}): the finalists are among the "
                           "evaluated archs; lower finalists or raise trials")
     resolved_device = resolve_device(device) if device is not None else run.device
-    spec, reason = resolve_score(score, run)
+    spec, reason, objective = resolve_score(score, run, ships)
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "max_macs"),
                               resolve_budget(max_params, low[1], high[1], "max_params"), max_latency_ms)
@@ -181,7 +218,8 @@ def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_
     if workers > 1 and getattr(SEARCHERS.get(searcher).obj, "shared", False):   # spawned workers share a study
         storage = storage if storage is not None else f"journal:///{(out_dir / 'optuna.journal').resolve()}"
         study = study if study is not None else out_dir.name
-    return SearchRequest(searcher, out_dir, options, trials, seed, spec, reason, constraints, str(resolved_device),
+    return SearchRequest(searcher, out_dir, options, trials, seed, spec, reason, objective, constraints,
+                         str(resolved_device),
                          batch, storage, study, worker, workers, finalists,
                          FINETUNE_STEPS if finalist_steps is None else finalist_steps, FINETUNE_LR,
                          Source(str(run.dir.root.resolve()), run.checkpoint.name, run.step), progress,

@@ -104,6 +104,7 @@ class SearchResult:
         score, score_value: What ranked the candidates and the best arch's value of it.
         finalists: With `finalists=K`: the finalists stage (`nas.engine.searching.finalists`:
             each finalist's two measures, the winner, which is `best`, and the score's own best).
+        optimised_for: What the score optimises, in words (`SearchRequest.objective`).
     """
 
     best: Arch
@@ -123,6 +124,7 @@ class SearchResult:
     score: str = SUPERNET_SCORE
     score_value: float | None = None
     finalists: dict[str, Any] | None = None
+    optimised_for: str = ""
 
     def to_dataframe(self) -> Any:
         """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
@@ -133,7 +135,8 @@ class SearchResult:
         """What `nas search --json` prints: `{"best", "val_top1"?, "macs", "dir", "score", "score_value", ...}`."""
         data = {"best": self.best, **({"val_top1": self.val_top1} if self.val_top1 is not None else {}),
                 "macs": self.macs, "dir": str(self.dir), "arch_id": self.arch_id, "params": self.params,
-                "evaluated": self.evaluated, "score": self.score, "score_value": self.score_value}
+                "evaluated": self.evaluated, "score": self.score, "score_value": self.score_value,
+                "optimised_for": self.optimised_for}
         if self.latency_ms is not None:
             data["latency_ms"] = self.latency_ms
         if self.latency_check is not None:

@@ -68,7 +68,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
            out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
            workers: int = 1, progress: bool = True, score: str = "auto", finalists: int = 0,
            finalist_steps: int | None = None, latency_table: str | None = None,
-           predict_missing: bool = False) -> SearchResult:
+           predict_missing: bool = False, ships: str | None = None) -> SearchResult:
     """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
 
     `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's
@@ -79,7 +79,10 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     recalibration + validation top-1, never the test split; `macs`, `naswot`, ...), or `auto`:
     the estimator with the best within-bin Kendall tau in the run's latest fidelity summary of
     its space (without one, the space's default chosen on held-out committed ground truth:
-    `nas.engine.searching.score.DEFAULT_SCORES`), announced in one line on stderr.
+    `nas.engine.searching.score.DEFAULT_SCORES`), announced in one line on stderr; but when the
+    export ships the inherited weights (`ships`, default from the run's `export.finetune`:
+    `inherited` when it does not fine-tune), `auto` is `supernet`, whose measurement of an arch
+    is exactly what that export ships.
     Every arch competes alike: the min and max subnets are evaluated only when the searcher
     proposes them, and when the answer costs what the min subnet costs one line on stderr says
     so, with the runner-up.
@@ -103,7 +106,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
                             device=device, batch=batch, trials=trials, seed=seed, storage=storage, study=study,
                             out=out, options=options, worker=worker, workers=workers, progress=progress, score=score,
                             finalists=finalists, finalist_steps=finalist_steps, latency_table=latency_table,
-                            predict_missing=predict_missing)
+                            predict_missing=predict_missing, ships=ships)
     scorer = search_score(request.score, run)
     scorer.estimator.check(scorer.context)      # e.g. calibrated without a fitted model: before any folder
     table = _request_table(run, request)

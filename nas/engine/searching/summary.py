@@ -127,7 +127,9 @@ def format_search_summary(summary: Mapping[str, Any]) -> str:
     score = summary.get("score", "supernet")
     why = summary.get("score_reason") or f"the score {score}"
     lines.append(f"chosen by: {why}; {summary.get('evaluated', '?')} archs evaluated"
-                 + (f" by {summary['searcher']}" if summary.get("searcher") else ""))
+                 + (f" by {summary['searcher']}" if summary.get("searcher") else "")
+                 + (f"; optimised for {summary['optimised_for']}" if isinstance(summary.get("optimised_for"), str)
+                    and summary.get("optimised_for") else ""))
     stage = summary.get("finalists")
     if stage:
         finalists = stage["finalists"]
