@@ -1,6 +1,6 @@
 """Archs queued first (`SearchPlan.anchors`): evaluated first by every searcher when queued, and
 nothing queued by default, so the min and max subnets compete like any candidate (`nas.search`
-queues none: tests/nas/test_fidelity.py checks it on a sandwich-trained run)."""
+queues none: tests/engine/fidelity/test_fidelity.py checks it on a sandwich-trained run)."""
 from __future__ import annotations
 
 import json

@@ -25,8 +25,8 @@ from nas.core.errors import SearchError
 from nas.core.processes import this_process
 from nas.engine.searching.runner import Constraints, SearchOutput, SearchPlan, SharedStudy, run_search
 from searchers.optuna_storage import GRACE_PERIOD, ask_lock, is_stale, open_storage, storage_file
-from tests.nas.test_processes import gone_pid
-from tests.nas.safety import wait_for
+from tests.core.test_processes import gone_pid
+from tests.support.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,
     StubEvaluator,

@@ -25,8 +25,8 @@ from supernets.few_shot import FewShotOptions, FewShotStrategy, SplitOptions
 from supernets.few_shot_probe import Decision, decide_split, probe_halves, shared_parameters
 from supernets.gradient_matching import best_partition, partitions
 from supernets.one_shot import OneShotStrategy
-from tests.nas.helpers import straight_and_resumed
-from tests.nas.tiny import tiny_config
+from tests.support.helpers import straight_and_resumed
+from tests.support.tiny import tiny_config
 from tests.supernets.toys import PlantedSpace
 
 CELL = {"name": "cell201", "options": {"channels": 4, "operations": ["none", "skip_connect", "conv_1x1"]}}

@@ -14,8 +14,8 @@ from nas.core.errors import ConfigError
 from supernets.base import StepIO
 from supernets.pada import PADAOptions, PADASampler, pick
 from supernets.samplers import StepFeedback
-from tests.nas.helpers import resumed_api_run
-from tests.nas.tiny import tiny_config
+from tests.support.helpers import resumed_api_run
+from tests.support.tiny import tiny_config
 
 OPS = ("none", "skip_connect", "conv_1x1", "conv_3x3")   # the tiny cell201 space's operations
 

@@ -19,8 +19,8 @@ from supernets.base import StepIO
 from supernets.samplers import StepFeedback
 from supernets.shiftnas import ShiftNASOptions, ShiftNASSampler
 from supernets.shiftnas_lookahead import lookahead_scores
-from tests.nas.helpers import straight_and_resumed
-from tests.nas.tiny import TINY_SPACE, tiny_config
+from tests.support.helpers import straight_and_resumed
+from tests.support.tiny import TINY_SPACE, tiny_config
 
 SMALL_TABLE = {"table_size": 200, "table_fill": 2, "table_tries": 20}
 

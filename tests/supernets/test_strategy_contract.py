@@ -29,7 +29,7 @@ from nas.engine.run_dir import RunDir
 from nas.engine.training.trainer import Trainer
 from supernets.few_shot import FewShotStrategy
 from supernets.router import Router
-from tests.nas.tiny import tiny_config
+from tests.support.tiny import tiny_config
 
 
 def _valid(strategy: str, sampler: str, distill: str) -> bool:

@@ -21,7 +21,7 @@ from nas.engine.training.trainer import Trainer
 from search_spaces.ops.source import WeightSource
 from supernets.base import seeded_supernet
 from tests.conftest import make_space, make_supernet
-from tests.nas.tiny import tiny_config
+from tests.support.tiny import tiny_config
 
 
 def _config(strategy: str = "one_shot", sampler: str = "sandwich", steps: int = 10):
