@@ -77,6 +77,7 @@ def test_train_refuses_an_existing_name_and_a_contradicting_resume(capsys, train
                      "--device", "cpu"]) == 0
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_then_exits_143(tmp_path):
     """SIGINT takes the same path and exits 130 (tests/engine/training/test_training.py stops a run with it)."""
     signum, code = signal.SIGTERM, 143
@@ -97,6 +98,7 @@ def test_sigterm_saves_a_checkpoint_then_exits_143(tmp_path):
     assert load_checkpoint(checkpoint)["step"] == step > 0      # written before the exit
 
 
+@pytest.mark.slow
 def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
     import json
 
@@ -121,6 +123,7 @@ def test_two_local_workers_share_one_sqlite_study(capsys, trained, tmp_path):
                              "--workers", "2", "--trials", "4"], "--workers: searcher 'evolution'")
 
 
+@pytest.mark.slow
 def test_a_failing_worker_is_reported_by_index(capsys, trained, tmp_path):
     # The budget is checked inside each worker's search: both spawned workers fail alike.
     _one_line_error(capsys, ["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe",

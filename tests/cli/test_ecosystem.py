@@ -61,6 +61,7 @@ def test_train_json_is_the_final_summary(trained):
     assert summary["run"] == str(runs / "tiny") and summary["checkpoint"].endswith("last.pt")
 
 
+@pytest.mark.slow
 def test_typed_results_match_their_json(trained, exported_min, capsys):
     runs, _ = trained
     run = api.load_run("tiny", runs, device="cpu")
@@ -75,6 +76,7 @@ def test_typed_results_match_their_json(trained, exported_min, capsys):
     assert (exported.val_top1, exported.macs) == (metrics["val_top1"], metrics["macs"])
 
 
+@pytest.mark.slow
 def test_timm_resolve_data_config_gives_the_export_preprocessing(exported_min):
     from timm.data import resolve_data_config
 
@@ -109,6 +111,7 @@ def test_onnx_export_without_its_packages_is_one_line_naming_them(trained, capsy
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(ONNX_MISSING), reason=f"ONNX export needs {', '.join(ONNX_MISSING)} (the onnx extra)")
 def test_onnx_export_computes_the_supernet_subnet(trained, tmp_path):
     import onnxruntime

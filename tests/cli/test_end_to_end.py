@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from nas import cli
@@ -11,6 +12,7 @@ from nas.core.arch import read_arch_file
 from tests.support.tiny import tiny_config
 
 
+@pytest.mark.slow
 def test_train_search_export_through_the_cli(tmp_path, capsys):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml_io.dumps(tiny_config(steps=24)))
@@ -45,6 +47,7 @@ def test_train_search_export_through_the_cli(tmp_path, capsys):
     assert model(torch.randn(3, 1, size, size)).shape == (3, 10)
 
 
+@pytest.mark.slow
 def test_latency_table_cli_and_latency_budget(tmp_path, capsys):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml_io.dumps(tiny_config(steps=4)))

@@ -50,6 +50,7 @@ def test_shipped_configs_include_the_user_data_configs():
     assert {"cifar10_mbv3", "imagenet_mbv3", "fashion_mnist_mbv3"} <= set(shipped_configs())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", shipped_configs())
 def test_shipped_config_trains_evaluates_searches_and_exports(name, tmp_path, monkeypatch):
     config = load_config(name, tiny_overrides(name, tmp_path, monkeypatch))

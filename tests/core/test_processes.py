@@ -95,6 +95,7 @@ if __name__ == "__main__":
 _UNWATCHED_POOL = 'ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("watched", [True, False])
 def test_a_pool_worker_exits_with_its_killed_parent_only_when_watched(tmp_path, watched):
     import signal
@@ -154,6 +155,7 @@ def _poll(condition, timeout_s: float) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_worker_whose_parent_dies_before_its_initialiser_runs_exits_with_the_resource_tracker(tmp_path):
     """The parent's pid is read in the parent: a worker that starts after its parent's death
     (say killed while the pool started) sees it gone, instead of watching its new parent."""

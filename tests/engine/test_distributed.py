@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from nas import api
@@ -46,6 +47,7 @@ def _single_process_reference(steps: int) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in supernet.named_parameters()}
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_sample_the_same_archs_and_match_one_process(tmp_path):
     torchrun("ddp_job.py", str(tmp_path), str(STEPS), cwd=tmp_path)
     archs = [json.loads((tmp_path / f"archs-{rank}.json").read_text()) for rank in (0, 1)]

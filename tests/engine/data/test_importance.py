@@ -169,6 +169,7 @@ def _rank_job(rank: int, store: str, out: dict) -> None:
     out[rank] = (importance.sums.clone(), importance.counts.clone())
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_hold_the_sums_of_the_whole_batch(tmp_path):
     (sums0, counts0), (sums1, counts1) = (two_gloo_ranks(_rank_job, tmp_path)[r] for r in range(2))
     single = DataImportance(32, 8, seed=0)
@@ -193,6 +194,7 @@ def _training_rank_job(rank: int, store: str, out: dict) -> None:
                  torch.cat([p.detach().flatten() for p in trainer.strategy.model.parameters()]))
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_training_with_pada_paths_and_data_agree(tmp_path):
     out = two_gloo_ranks(_training_rank_job, tmp_path)
     (data0, paths0, params0), (data1, paths1, params1) = out[0], out[1]

@@ -171,6 +171,7 @@ def test_mixup_mixes_pairs_with_one_coefficient_and_soft_targets(tree):
         list(odd.train_batches(10, 1, 0, rank=0, world_size=2))
 
 
+@pytest.mark.slow
 def test_streamed_run_resumes_mid_epoch_to_identical_weights(tmp_path, tree, monkeypatch):
     root, _ = tree
     augment = {**RANDOM_AUGMENT, "mixup_alpha": 0.8, "cutmix_alpha": 1.0}
@@ -248,6 +249,7 @@ print(1 + sum(1 for _ in batches))
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_reaches_the_workers_but_the_batches_in_progress_still_arrive():
     """A training stopped by Ctrl-C finishes its step or evaluation before its checkpoint: the
     workers (in the same process group) must not quit under it."""

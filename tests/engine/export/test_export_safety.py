@@ -25,6 +25,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_an_export_into_an_existing_folder_keeps_the_old_export(trained, tmp_path, capsys,
                                                                               monkeypatch):
     out = tmp_path / "out"

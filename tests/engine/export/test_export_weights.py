@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from nas import api
 
 
+@pytest.mark.slow
 def test_an_export_holds_the_recalibrated_supernets_weights_and_outputs(trained, tmp_path):
     run = api.load_run("tiny", trained, device="cpu")
     archs = {"min": run.space.min(), "sampled": run.space.sample(random.Random(3))}

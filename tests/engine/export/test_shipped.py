@@ -74,6 +74,7 @@ def test_finetune_lengths_read_steps_epochs_and_shares():
         finetune_steps("ten", 1000, 300)
 
 
+@pytest.mark.slow
 def test_a_cheaper_subnet_that_beats_the_shipped_one_is_named_by_export_and_summary(planted, capsys):
     run = api.load_run(planted / "tiny", device="cpu")
     low, high = (run.evaluator.evaluate(run.space.min(), "val").top1,
@@ -111,6 +112,7 @@ def test_no_warning_when_the_shipped_subnet_is_the_most_accurate(trained, tmp_pa
     assert result.warning is None and result.record["cheaper"] == []
 
 
+@pytest.mark.slow
 def test_the_finetune_raises_a_planted_undertrained_subnet(planted):
     run = api.load_run(planted / "tiny", device="cpu")
     top = run.space.max()
@@ -122,6 +124,7 @@ def test_the_finetune_raises_a_planted_undertrained_subnet(planted):
     assert run.evaluator.evaluate(top, "val").top1 == inherited
 
 
+@pytest.mark.slow
 def test_a_killed_finetune_resumes_without_repeating_saved_steps_and_gives_the_same_weights(trained, tmp_path,
                                                                                            monkeypatch):
     runs = copy_run(trained, "tiny", tmp_path / "runs")
@@ -160,6 +163,7 @@ def test_a_finetune_of_another_run_step_or_settings_never_resumes_it(trained, tm
                                 FinetuneConfig(length=6))
 
 
+@pytest.mark.slow
 def test_a_finetuned_export_records_what_it_shipped_and_ships_it(trained, tmp_path):
     runs = copy_run(trained, "tiny", tmp_path / "runs")
     run = api.load_run(runs / "tiny", device="cpu")

@@ -58,6 +58,7 @@ def _standalone(records):
     return {r["arch_id"]: r["standalone_test_top1_seeds"] for r in records}
 
 
+@pytest.mark.slow
 def test_outputs_statistics_and_a_fresh_standalone_model(runs, capsys):
     code = cli.main(["fidelity", "tiny", "--runs-dir", str(runs), "--archs", "4", "--epochs", "1", "--seeds", "2",
                      "--json", "--quiet"])
@@ -96,6 +97,7 @@ def test_outputs_statistics_and_a_fresh_standalone_model(runs, capsys):
     assert again.test_top1 == low["standalone_test_top1_seeds"][1]
 
 
+@pytest.mark.slow
 def test_standalone_batches_come_from_the_recipes_data_source():
     """Streamed batches are the in-memory ones (same trained weights); mixup/cutmix reach the
     standalone loop like the supernet's (other weights)."""
@@ -120,6 +122,7 @@ def test_standalone_batches_come_from_the_recipes_data_source():
     assert not all(torch.equal(weights[k], mixed_weights[k]) for k in weights)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_arch_by_arch(runs, tmp_path):
     def measure():
         return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",
@@ -148,6 +151,7 @@ def shared_truth(tmp_path_factory) -> tuple[Path, dict]:
     return folder, api.ground_truth(load_config(tiny_config()), folder, archs=2, epochs=1, progress=False)
 
 
+@pytest.mark.slow
 def test_ground_truth_returns_a_typed_result_whose_json_is_plain(shared_truth):
     folder, truth = shared_truth
     assert isinstance(truth, api.GroundTruthResult) and folder in truth.dir.parents and truth.new == 2
@@ -159,6 +163,7 @@ def test_ground_truth_returns_a_typed_result_whose_json_is_plain(shared_truth):
                            "seed_within_bin_tau", "new"]
 
 
+@pytest.mark.slow
 def test_two_workers_give_the_numbers_of_one(runs, tmp_path, shared_truth):
     one_worker = shared_truth[1].records
     two = api.fidelity("tiny", runs_dir=runs, archs=2, epochs=1, workers=2, ground_truth_dir=tmp_path / "truth",
@@ -166,6 +171,7 @@ def test_two_workers_give_the_numbers_of_one(runs, tmp_path, shared_truth):
     assert two.new == 2 and _standalone(two.records) == _standalone(one_worker)
 
 
+@pytest.mark.slow
 def test_runs_on_one_space_share_the_ground_truth(runs, tmp_path, shared_truth):
     folder, alone = shared_truth
     other = _train(tmp_path, "seed1", seed=1, threads=1)
@@ -176,6 +182,7 @@ def test_runs_on_one_space_share_the_ground_truth(runs, tmp_path, shared_truth):
     assert [r["supernet_test_top1"] for r in first.records] != [r["supernet_test_top1"] for r in second.records]
 
 
+@pytest.mark.slow
 def test_a_grown_selection_reuses_the_trainings_of_the_one_it_extends(runs, tmp_path, shared_truth, capsys):
     folder, smaller = shared_truth
     shutil.copytree(folder, tmp_path / "truth")
@@ -193,6 +200,7 @@ def test_a_grown_selection_reuses_the_trainings_of_the_one_it_extends(runs, tmp_
     assert not list(tmp_path.glob("truth/*/*/*.lock")) and len(list(tmp_path.glob("truth/*/*/*-s0.json"))) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("space", ["vit", "cell201"])
 def test_every_space_measures(tmp_path, space):
     _train(tmp_path, space, space=space)
@@ -255,6 +263,7 @@ def test_recipe_overrides_and_what_its_digest_ignores(tmp_path):
     assert load_recipe(mixed, epochs=1).digest() != load_recipe(config, epochs=1).digest()
 
 
+@pytest.mark.slow
 def test_search_on_a_real_supernet_gives_the_strategy_anchors_no_privilege(runs, tmp_path):
     """The sandwich rule trains min and max at every step; the search still evaluates only what
     the searcher proposes, in its order: the same records as an engine search queueing nothing,
@@ -329,6 +338,7 @@ def _finish(proc: subprocess.Popen, bound_s: float) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
+@pytest.mark.slow
 def test_a_streamed_data_run_exits_once_measured(tmp_path):
     """Kept DataLoader workers (they ignore SIGTERM) used to block the exit forever."""
     config = tiny_config(steps=2)
@@ -342,6 +352,7 @@ def test_a_streamed_data_run_exits_once_measured(tmp_path):
     assert not [p for p in _descendants(proc.pid) if _alive(p)]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_pool_workers_with_one_line(runs, tmp_path):
     proc = _nas("fidelity", "tiny", "--runs-dir", str(runs), "--archs", "3", "--epochs", "40", "--workers", "2",
                 "--ground-truth", str(tmp_path / "truth"), "--out", str(tmp_path / "out"), "--quiet")
@@ -368,6 +379,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.slow
 def test_two_measurements_at_once_split_the_trainings(runs, tmp_path):
     def measure():     # no zero-cost proxy: they seed torch's process-wide RNG, which threads share
         return api.fidelity("tiny", runs_dir=runs, archs=4, epochs=1, out=tmp_path / "out",
@@ -382,6 +394,7 @@ def test_two_measurements_at_once_split_the_trainings(runs, tmp_path):
     assert not list((tmp_path / "truth").glob("*/*/*.lock"))
 
 
+@pytest.mark.slow
 def test_two_commands_at_once_split_the_trainings(runs, tmp_path):
     argv = ["fidelity", "tiny", "--runs-dir", str(runs), "--archs", "4", "--epochs", "1", "--seeds", "2",
             "--ground-truth", str(tmp_path / "truth"), "--out", str(tmp_path / "out"), "--quiet"]
@@ -395,6 +408,7 @@ def test_two_commands_at_once_split_the_trainings(runs, tmp_path):
     assert not list((tmp_path / "truth").glob("*/*/*.lock"))
 
 
+@pytest.mark.slow
 def test_nothing_is_measured_or_created_where_it_cannot_write(runs, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(Evaluator, "evaluate", lambda *a, **k: pytest.fail("evaluated before the checks"))
     copy = copy_run(runs, "tiny", tmp_path / "copy")
@@ -440,6 +454,7 @@ class Counted(Estimator):
         return [float(context.space.params(a)) for a in archs]
 
 
+@pytest.mark.slow
 def test_every_estimator_is_reported_against_the_ground_truth(runs, tmp_path, capsys):
     code = cli.main(["fidelity", "tiny", "--runs-dir", str(runs), "--archs", "4", "--epochs", "1", "--seeds", "2",
                      "--out", str(tmp_path / "out"), "--quiet"])
@@ -491,6 +506,7 @@ def test_a_calibrated_model_no_better_than_chance_is_flagged():
     assert format_estimators(summary).splitlines()[-1] == "verdict: v"
 
 
+@pytest.mark.slow
 def test_a_resumed_measurement_scores_only_what_is_missing(runs, tmp_path):
     def measure(estimators):
         return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",
@@ -518,6 +534,7 @@ def test_an_unknown_estimator_is_one_line_before_any_work(runs, capsys, monkeypa
 
 
 # -- what changes the numbers is recorded; the summary holds every estimator measured -----------
+@pytest.mark.slow
 def test_init_seeds_get_their_own_folder_and_are_recorded(runs, tmp_path, capsys):
     """Another --init-seeds never reuses the proxy scores of a measurement made with other init seeds."""
     copy = copy_run(runs, "tiny", tmp_path / "runs")
@@ -555,6 +572,7 @@ def test_init_seeds_get_their_own_folder_and_are_recorded(runs, tmp_path, capsys
     assert folder_digests(one) == before
 
 
+@pytest.mark.slow
 def test_a_folder_that_did_not_record_its_init_seeds_is_not_reused(runs, tmp_path, capsys):
     copy = copy_run(runs, "tiny", tmp_path / "runs")
     base = ["fidelity", "tiny", "--runs-dir", str(copy), "--archs", "2", "--epochs", "1", "--estimators", "macs",
@@ -567,6 +585,7 @@ def test_a_folder_that_did_not_record_its_init_seeds_is_not_reused(runs, tmp_pat
     _one_line_error(capsys, base, "measured with other settings (init_seeds not recorded, e.g.")
 
 
+@pytest.mark.slow
 def test_the_summary_holds_every_estimator_measured_on_its_ground_truth(runs, tmp_path):
     def measure(estimators):
         return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",
@@ -582,6 +601,7 @@ def test_the_summary_holds_every_estimator_measured_on_its_ground_truth(runs, tm
     assert "unscored" not in summary["estimators"]["test_counted"]
 
 
+@pytest.mark.slow
 def test_an_estimator_scored_on_some_archs_only_says_which(runs, tmp_path):
     def measure():
         return api.fidelity("tiny", runs_dir=runs, archs=3, epochs=1, out=tmp_path / "out",

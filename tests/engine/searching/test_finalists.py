@@ -132,6 +132,7 @@ def test_finalists_resume_after_a_kill_without_measuring_a_finished_one_again(tr
     assert len(measured) == 4 and again.finalists == resumed.finalists   # read back, timings included
 
 
+@pytest.mark.slow
 def test_the_fine_tune_is_a_pure_function_of_the_arch_and_workers_agree(trained, tmp_path):
     """The real measure: the same finalist twice gives the same numbers, measured in this process
     or in two spawned workers; the run's weights are left as they were."""

@@ -50,6 +50,7 @@ def _dominated(point, others, cost):
                and (o[cost], o["val_top1"]) != (point[cost], point["val_top1"]) for o in others)
 
 
+@pytest.mark.slow
 def test_outputs_of_a_search(space, supernet, evaluate, search_dir):
     budget = Constraints(max_macs=MAX_MACS, max_params=30_000)
     result = run_search(space, evaluate, SearchPlan("evolution", trials=30, seed=1), SearchOutput(search_dir),

@@ -22,6 +22,7 @@ def _train(tmp_path, name="run", **kwargs):
     return api.train(config, name=name, runs_dir=tmp_path, progress=False, device="cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler, distill", [("uniform", "none"), ("sandwich", "kl")])
 def test_tiny_run_learns_and_exports_what_eval_reports(tmp_path, capsys, sampler, distill):
     losses = []
@@ -72,6 +73,7 @@ def test_tiny_run_learns_and_exports_what_eval_reports(tmp_path, capsys, sampler
         metrics["test_top1"], abs=2e-4)
 
 
+@pytest.mark.slow
 def test_resume_mid_epoch_gives_identical_weights(tmp_path, monkeypatch):
     def train(name, resume):
         return _train(tmp_path, name=name, steps=24) if not resume else api.train(
