@@ -20,6 +20,7 @@ def regret():
     return search_regret
 
 
+@pytest.mark.slow
 def test_each_score_is_compared_with_random_archs_trained_the_same_way(regret, trained, tmp_path, capsys):
     runs = copy_run(trained, "tiny", tmp_path / "runs")
     recipe = tmp_path / "recipe.yaml"
@@ -98,6 +99,7 @@ def test_bad_counts_are_refused_naming_the_flag(regret, capsys):
     assert "--random: must be >= 1, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_crowd_mode_ranks_each_answer_among_the_cached_crowd_and_trains_only_new_answers(regret, trained, tmp_path,
                                                                                           capsys):
     runs = copy_run(trained, "tiny", tmp_path / "runs")

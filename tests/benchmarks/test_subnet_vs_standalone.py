@@ -24,6 +24,7 @@ def compare():
     return subnet_vs_standalone
 
 
+@pytest.mark.slow
 def test_each_arch_is_scored_in_the_supernet_and_trained_alone(compare, trained, tmp_path, capsys):
     runs = copy_run(trained, "tiny", tmp_path / "runs")
     recipe = tmp_path / "recipe.yaml"
@@ -55,6 +56,7 @@ def test_each_arch_is_scored_in_the_supernet_and_trained_alone(compare, trained,
     assert again["trainings_now"] == 0 and again["archs"] == report["archs"]
 
 
+@pytest.mark.slow
 def test_a_missing_arch_file_is_one_line_naming_the_argument(trained, tmp_path):
     runs = copy_run(trained, "tiny", tmp_path / "runs")
     done = subprocess.run([sys.executable, "-m", "benchmarks.subnet_vs_standalone", "tiny", "--runs-dir", str(runs),

@@ -22,6 +22,7 @@ from supernets.base import StepIO, preserved_buffers
 from tests.support.tiny import tiny_config
 
 
+@pytest.mark.slow
 def test_tiny_alphanet_run_learns_logs_the_divergence_and_reuses_its_table_on_resume(tmp_path, monkeypatch):
     records = []
     original = Trainer.train_one_step

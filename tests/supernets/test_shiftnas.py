@@ -260,6 +260,7 @@ def test_relaxed_cost_equals_the_linear_cost_of_one_hots_and_the_cost_term_vanis
         assert trainer.cost_term(weights, expected + offset * span).item() == pytest.approx(offset ** 2)
 
 
+@pytest.mark.slow
 def test_resumed_shiftnas_run_with_the_generator_choosing_matches_an_uninterrupted_one(tmp_path, monkeypatch):
     overrides = ["strategy.sampler.update_every=3", "strategy.sampler.warmup_epochs=0.25",
                  "strategy.sampler.generator_every=2", "strategy.sampler.generator=train"]

@@ -186,6 +186,7 @@ def fitted():
     return trainer.state_dict(), before, errors
 
 
+@pytest.mark.slow
 def test_generator_cost_error_falls_and_it_then_meets_budgets_without_the_shrink_fallback(fitted, monkeypatch):
     state, before, errors = fitted
     untrained, trainer = _trainer(), _trainer()
