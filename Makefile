@@ -1,6 +1,7 @@
 # make run   - set up, then train the default supernet on Fashion-MNIST, search a budget, export the
 #              winner and print how it was chosen
 # make test  - set up, then run the test suite
+# make test-fast - set up, then run the suite less its tests marked slow or gpu (under 2 minutes)
 # make bench-list - every benchmark's commands with their cost class (seconds, minutes, hours)
 # make bench - set up, print that list, then run the seconds- and minutes-class commands that need no
 #              trained run or GPU, one after another (benchmarks/__init__.py holds the list)
@@ -22,7 +23,7 @@ FINALIST_FLAGS := $(if $(filter-out 0,$(FINALISTS)),--finalists $(FINALISTS) --w
 # Two OpenMP threads per process; torch processes started side by side set their own.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data run test bench bench-list clean
+.PHONY: setup data run test test-fast bench bench-list clean
 
 setup: $(STAMP) data
 
@@ -54,9 +55,13 @@ run: setup
 	$(BIN)/nas export $(RUN) --arch runs/$(RUN)/search/make-run/best.yaml
 	$(BIN)/nas summary runs/$(RUN)/search/make-run
 
-# Two pytest workers of one thread each: the suite's torch processes share the 2 cores.
+# Two pytest workers of one thread each: the suite's torch processes share the 2 cores. Both list
+# their 15 slowest tests at the end.
 test: setup
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=15
+
+test-fast: setup
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=15 -m "not slow and not gpu"
 
 # The list needs nothing installed (the registry is plain Python); the runs need the package.
 bench-list:

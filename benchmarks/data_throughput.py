@@ -117,7 +117,7 @@ def memory_run(root: str, train_size: int, workers: int, size: int, in_memory: b
     from nas import api
     from nas.core.config import load_config
     from nas.engine.training.trainer import Trainer  # noqa: F401  (loaded before the baseline is read)
-    from tests.nas.tiny import TINY_SPACE
+    from tests.support.tiny import TINY_SPACE
 
     config = load_config({
         "space": TINY_SPACE,

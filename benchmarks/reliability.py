@@ -45,8 +45,8 @@ from nas.core.arch import arch_id
 from nas.core.config import load_config
 from nas.core.errors import NasError
 from nas.engine.checkpoint import load_checkpoint, non_finite_tensors
-from tests.nas.corpus import case_argv, cases, derive_checkpoints, folder_digests
-from tests.nas.tiny import tiny_config
+from tests.support.corpus import case_argv, cases, derive_checkpoints, folder_digests
+from tests.support.tiny import tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from nas.core.registry import SPACES
+from tests.support.runs import trained  # noqa: F401  (fixture: a tiny trained run shared by the suite)
 
 # A small instance of every registered space, for brute-force and export tests.
 SMALL_OPTIONS = {

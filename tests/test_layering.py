@@ -4,6 +4,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("nas", "search_spaces", "supernets", "searchers", "estimators")
 
@@ -157,6 +159,7 @@ def test_no_module_imports_itself_back():
     assert not cycles(graph), "\n".join(" -> ".join(c) for c in cycles(graph))
 
 
+@pytest.mark.slow
 def test_importing_the_vocabulary_loads_no_engine():
     import subprocess
     import sys
@@ -167,6 +170,7 @@ def test_importing_the_vocabulary_loads_no_engine():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_importing_the_api_loads_no_stage_machinery():
     """`nas.api` imports every stage's entry, but Optuna and timm load with the stage that uses
     them (a CLI command, `nas eval` say, starts without them)."""

@@ -15,7 +15,7 @@ from nas.core.arch import arch_id
 from nas.core.config import load_config
 from nas.core.errors import ArchError, ConfigError
 from search_spaces.cell201 import Cell201Options, Cell201Space, from_nb201_string, to_nb201_string
-from tests.nas.tiny import tiny_config
+from tests.support.tiny import tiny_config
 
 SPACE = Cell201Space(Cell201Options(image_size=12, channels=4), 1, 10)
 A = "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|none~0|nor_conv_3x3~1|avg_pool_3x3~2|"

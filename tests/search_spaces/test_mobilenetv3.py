@@ -36,6 +36,7 @@ def test_inactive_blocks_do_not_change_the_network():
     assert space.macs(other) == space.macs(arch)
 
 
+@pytest.mark.slow
 def test_mixed_archs_rebuild_in_timm_with_strict_weights(tmp_path):
     space = make_space("mobilenetv3")
     net = make_supernet(space)

@@ -80,6 +80,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPACE_NAMES)
 def test_saved_pt2_loads_in_plain_torch_at_another_batch_size(name, tmp_path):
     """model.pt2 traced at batch 2 loads in a process that never imports nas, runs at batch 5."""

@@ -34,6 +34,7 @@ def _uniform(space, dim: int, depth: int, heads: int, ratio: float) -> dict:
     return space.canonical(arch)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pool", ["token", "avg"])
 def test_uniform_archs_rebuild_in_timm_with_strict_weights(pool, tmp_path):
     space = make_space("vit", pool=pool)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.searchers.stub import search_dir  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +28,7 @@ def _result(probe: subprocess.Popen) -> dict | list:
     return json.loads(out)
 
 
+@pytest.mark.slow
 def test_spaces_and_searchers_ignore_the_hash_seed_and_a_resumed_search_continues_exactly(search_dir):
     first = _start(1, "all", str(search_dir / "a"))          # two processes at once: one each core
     second = _start(2, "all", str(search_dir / "b"), str(search_dir / "resumed"), "6")   # stopped after 6

@@ -27,8 +27,8 @@ from nas.engine.searching.costs import Constraints
 from nas.engine.searching.loop import run_search
 from nas.engine.searching.request import SearchRequest
 from searchers.optuna_storage import GRACE_PERIOD, ask_lock, is_stale, open_storage, storage_file
-from tests.nas.test_processes import gone_pid
-from tests.nas.safety import wait_for
+from tests.core.test_processes import gone_pid
+from tests.support.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
     MAX_MACS,
     StubEvaluator,
@@ -64,6 +64,7 @@ def _ask_twice(url: str, out_dir: Path, ready, numbers) -> None:
             numbers.put(study.ask(space).number)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])
 def test_two_workers_asking_at_once_never_pop_the_same_enqueued_trial(tmp_path, kind):
     """Without the ask lock Optuna 5 hands one WAITING trial to both on SQLite in most rounds
@@ -93,6 +94,7 @@ def test_an_ask_lock_that_cannot_be_created_names_the_storage_argument(tmp_path)
             pass
 
 
+@pytest.mark.slow
 def test_two_workers_share_one_sqlite_study(search_dir):
     url = f"sqlite:///{search_dir}/study.db"
     common = ["--searcher", "optuna-tpe", "--trials", "10", "--storage", url, "--study", "shared", "--meet", "2"]
@@ -110,6 +112,7 @@ def test_two_workers_share_one_sqlite_study(search_dir):
     assert {t.user_attrs["nas"]["worker"] for t in complete} == {0, 1}
 
 
+@pytest.mark.slow
 def test_killed_search_resumes_without_rerunning_finished_trials(search_dir):
     url = f"journal://{search_dir}/study.log"
     args = ["--searcher", "optuna-nsga2", "--trials", "10", "--storage", url, "--study", "killed", "--hold-after", "3"]

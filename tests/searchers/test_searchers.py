@@ -66,7 +66,8 @@ def test_every_registered_searcher_is_asked_to_find_the_optimum_or_says_why_not(
     assert not set(FIND_TRIALS) & set(NO_OPTIMUM_TEST)
 
 
-@pytest.mark.parametrize("name", sorted(FIND_TRIALS))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name == "optuna-nsga2" else name
+                                  for name in sorted(FIND_TRIALS)])     # nsga2: the most trials
 def test_finds_the_optimum_feasibly_without_repeats(space, target, search_dir, name):
     result, evaluate = _search(space, target, search_dir, name, FIND_TRIALS[name])
     assert result.best == target and result.val_top1 == pytest.approx(0.95)

@@ -19,9 +19,10 @@ from nas.engine.run_dir import RunDir
 from nas.engine.training.trainer import Trainer
 from supernets import attentive_table
 from supernets.base import StepIO, preserved_buffers
-from tests.nas.tiny import tiny_config
+from tests.support.tiny import tiny_config
 
 
+@pytest.mark.slow
 def test_tiny_alphanet_run_learns_logs_the_divergence_and_reuses_its_table_on_resume(tmp_path, monkeypatch):
     records = []
     original = Trainer.train_one_step

@@ -14,7 +14,7 @@ from search_spaces.base import ArchSpace, LayerCost
 from supernets import attentive_table
 from supernets.attentive import AttentiveOptions, AttentiveSampler
 from supernets.base import StepIO
-from tests.nas.tiny import tiny_config
+from tests.support.tiny import tiny_config
 
 
 class WidthSpace(ArchSpace):

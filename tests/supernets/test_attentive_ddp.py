@@ -17,7 +17,7 @@ def _rank(rank: int, store: str, cache_dir: str, results) -> None:
     from nas.engine.distributed import DistEnv
     from nas.engine.run_dir import RunDir
     from nas.engine.training.trainer import Trainer
-    from tests.nas.tiny import tiny_config
+    from tests.support.tiny import tiny_config
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)

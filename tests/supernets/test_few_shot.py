@@ -25,8 +25,8 @@ from supernets.few_shot import FewShotOptions, FewShotStrategy, SplitOptions
 from supernets.few_shot_probe import Decision, decide_split, probe_halves, shared_parameters
 from supernets.gradient_matching import best_partition, partitions
 from supernets.one_shot import OneShotStrategy
-from tests.nas.helpers import straight_and_resumed
-from tests.nas.tiny import tiny_config
+from tests.support.helpers import straight_and_resumed
+from tests.support.tiny import tiny_config
 from tests.supernets.toys import PlantedSpace
 
 CELL = {"name": "cell201", "options": {"channels": 4, "operations": ["none", "skip_connect", "conv_1x1"]}}
@@ -171,6 +171,7 @@ def test_before_its_first_split_it_trains_exactly_like_one_shot(splits, tmp_path
     assert all(torch.equal(a[k], b[k]) for k in b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget, stop, steps", [("shared", 2, 8), ("per_child", 2, 12), ("per_child", 7, 12)])
 def test_split_run_resumes_bit_exactly_across_the_split(tmp_path, monkeypatch, budget, stop, steps):
     def train(name, resume):
@@ -189,6 +190,7 @@ def test_split_run_resumes_bit_exactly_across_the_split(tmp_path, monkeypatch, b
         assert torch.equal(value["momentum_buffer"], b["optimizer"]["state"][key]["momentum_buffer"])
 
 
+@pytest.mark.slow
 def test_loaded_split_run_exports_every_sub_supernet_s_archs_exactly(tmp_path, capsys):
     api.train(_config(CELL), name="gm", runs_dir=tmp_path, progress=False, device="cpu")
     run = api.load_run(tmp_path / "gm", device="cpu")
@@ -283,6 +285,7 @@ def _train_recording(config, splits, root, monkeypatch):
     return trainer, trained, lrs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reinit", [True, False])
 def test_per_child_budget_gives_every_child_the_rest_of_the_schedule(splits, tmp_path, monkeypatch, reinit):
     config = _config(split={"at": [0.5, 0.75], "reinit_children": reinit}, steps=8)   # T = 8: splits after 4 and 6
@@ -354,6 +357,7 @@ def test_only_the_last_split_reinitialises_its_children(splits, tmp_path, reinit
     assert reinit != torch.equal(first_weight[0], first_weight[1])
 
 
+@pytest.mark.slow
 def test_shared_budget_keeps_the_schedule_s_length(splits, tmp_path, monkeypatch):
     config = _config(split={"at": [0.5, 0.75], "budget": "shared"}, steps=8)
     trainer, trained, lrs = _train_recording(config, splits, tmp_path, monkeypatch)
@@ -372,6 +376,7 @@ def test_shared_budget_with_fresh_children_warns_before_training(recwarn):
     assert not [w for w in recwarn if "reinit_children" in str(w.message)]
 
 
+@pytest.mark.slow
 def test_the_cli_prints_that_warning_in_one_line_and_trains(tmp_path, capsys):
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(_config(split={"at": [0.5, 0.75], "budget": "shared"}).to_dict()))
@@ -480,6 +485,7 @@ def test_split_fractions_are_checked_with_their_key(split, message):
         load_config(data)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split, message", [
     ({"at_epochs": [1, 2]}, r"strategy\.split\.at_epochs: \[2\] at or after the end of training \(8 steps, "
                             r"4 an epoch\): the run would never split"),

@@ -19,8 +19,8 @@ from search_spaces.cell201 import Cell201Supernet
 from supernets.mixture import MixtureOptions, MixtureSource, apply_mixture, parity_scales
 from supernets.router import Router
 from tests.conftest import SMALL_OPTIONS, make_space, make_supernet
-from tests.nas.helpers import straight_and_resumed
-from tests.nas.tiny import tiny_config
+from tests.support.helpers import straight_and_resumed
+from tests.support.tiny import tiny_config
 
 SPACES = ["vit", "mobilenetv3", "cell201"]
 ROUTINGS = ["layer", "neuron"]

@@ -14,8 +14,8 @@ from nas.core.errors import ConfigError
 from supernets.base import StepIO
 from supernets.pada import PADAOptions, PADASampler, pick
 from supernets.samplers import StepFeedback
-from tests.nas.helpers import resumed_api_run
-from tests.nas.tiny import tiny_config
+from tests.support.helpers import resumed_api_run
+from tests.support.tiny import tiny_config
 
 OPS = ("none", "skip_connect", "conv_1x1", "conv_3x3")   # the tiny cell201 space's operations
 
@@ -173,6 +173,7 @@ def test_a_sampler_that_missed_the_epoch_end_updates_at_its_next_step():
         assert sampler.tau == (0.25 if step == 5 else 0.0) and sampler.epochs_done == (1 if step == 5 else 0)
 
 
+@pytest.mark.slow
 def test_resumed_pada_run_matches_an_uninterrupted_one(tmp_path, monkeypatch):
     data = tiny_config(sampler="pada", distill="none", steps=12, space="cell201")
     data["data"]["train_size"] = 256     # 4 steps an epoch: the stop (step 7) follows an update

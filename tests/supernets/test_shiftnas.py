@@ -19,8 +19,8 @@ from supernets.base import StepIO
 from supernets.samplers import StepFeedback
 from supernets.shiftnas import ShiftNASOptions, ShiftNASSampler
 from supernets.shiftnas_lookahead import lookahead_scores
-from tests.nas.helpers import straight_and_resumed
-from tests.nas.tiny import TINY_SPACE, tiny_config
+from tests.support.helpers import straight_and_resumed
+from tests.support.tiny import TINY_SPACE, tiny_config
 
 SMALL_TABLE = {"table_size": 200, "table_fill": 2, "table_tries": 20}
 
@@ -260,6 +260,7 @@ def test_relaxed_cost_equals_the_linear_cost_of_one_hots_and_the_cost_term_vanis
         assert trainer.cost_term(weights, expected + offset * span).item() == pytest.approx(offset ** 2)
 
 
+@pytest.mark.slow
 def test_resumed_shiftnas_run_with_the_generator_choosing_matches_an_uninterrupted_one(tmp_path, monkeypatch):
     overrides = ["strategy.sampler.update_every=3", "strategy.sampler.warmup_epochs=0.25",
                  "strategy.sampler.generator_every=2", "strategy.sampler.generator=train"]

@@ -16,8 +16,8 @@ from nas.core.rng import python_rng, torch_generator
 from supernets.base import StepIO
 from supernets.samplers import StepFeedback
 from supernets.shiftnas import ShiftNASOptions, ShiftNASSampler
-from tests.nas.safety import one_line_error, read_only
-from tests.nas.tiny import tiny_config
+from tests.support.safety import one_line_error, read_only
+from tests.support.tiny import tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +186,7 @@ def fitted():
     return trainer.state_dict(), before, errors
 
 
+@pytest.mark.slow
 def test_generator_cost_error_falls_and_it_then_meets_budgets_without_the_shrink_fallback(fitted, monkeypatch):
     state, before, errors = fitted
     untrained, trainer = _trainer(), _trainer()

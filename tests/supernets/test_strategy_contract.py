@@ -29,7 +29,7 @@ from nas.engine.run_dir import RunDir
 from nas.engine.training.trainer import Trainer
 from supernets.few_shot import FewShotStrategy
 from supernets.router import Router
-from tests.nas.tiny import tiny_config
+from tests.support.tiny import tiny_config
 
 
 def _valid(strategy: str, sampler: str, distill: str) -> bool:
@@ -205,6 +205,7 @@ def _rank_job(rank: int, store: str, combo: tuple, out: dict) -> None:
 DDP_CASES = [combo + ("neuron" if combo == ("toy_split", "sandwich", "alpha") else None,) for combo in _cover(COMBOS)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("combo", DDP_CASES, ids=map(_case_id, DDP_CASES))
 def test_two_gloo_ranks_agree(tmp_path, combo):
     context = mp.get_context("spawn")

@@ -21,7 +21,7 @@ from nas.engine.training.trainer import Trainer
 from search_spaces.ops.source import WeightSource
 from supernets.base import seeded_supernet
 from tests.conftest import make_space, make_supernet
-from tests.nas.tiny import tiny_config
+from tests.support.tiny import tiny_config
 
 
 def _config(strategy: str = "one_shot", sampler: str = "sandwich", steps: int = 10):
@@ -68,6 +68,7 @@ def _resumed_equals_uninterrupted(config, tmp_path, stop_after: int) -> dict:
     return a
 
 
+@pytest.mark.slow
 def test_a_split_in_after_step_trains_on_resumes_and_serves_both_parts(tmp_path):
     config = _config("toy_split", steps=10)
     state = _resumed_equals_uninterrupted(config, tmp_path, stop_after=3)   # stopped before the split
@@ -113,6 +114,7 @@ def test_the_split_keeps_optimizer_state_of_copied_parameters(tmp_path):
     assert trainer.optimizer.param_groups[0]["lr"] == trainer.scheduler.optimizer.param_groups[0]["lr"]
 
 
+@pytest.mark.slow
 def test_a_sampler_that_learns_from_observe_resumes_exactly(tmp_path):
     state = _resumed_equals_uninterrupted(_config(sampler="toy_learning", steps=10), tmp_path, stop_after=5)
     logits = state["strategy"]["sampler"]["logits"]

@@ -1,0 +1,296 @@
+"""Latency tables fitted from whole-network timings, per-arch timing tables, and their errors."""
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from nas import cli
+from nas.core import yaml_io
+from nas.core.arch import arch_id
+from nas.core.errors import ConfigError, SearchError
+from nas.engine.searching.latency import LatencyTable
+from nas.engine.searching.latency_archs import load_latency_source
+from nas.engine.searching.latency_fit import fit_table, load_priors
+from nas.engine.searching.latency_timings import read_timings
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.loop import run_search
+from nas.engine.searching.request import SearchRequest
+from search_spaces.cell201 import to_nb201_string
+from tests.conftest import make_space
+from tests.support.tiny import tiny_config
+from tests.searchers.stub import StubEvaluator
+
+NOISE = 0.02
+
+
+@pytest.fixture(scope="module")
+def space():
+    return make_space("cell201", small=True)      # 5 operations: 4 layer groups + a constant
+
+
+def planted_costs(space, seed: int = 0, scale: float = 1.0) -> tuple[dict[str, float], float]:
+    """A cost per layer key (different per stage and operation) and a constant, in ms."""
+    rng = random.Random(seed)
+    keys = sorted({layer.key for arch in space.enumerate() for layer in space.layers(arch)})
+    return {key: scale * rng.uniform(0.05, 1.0) for key in keys}, scale * 1.5
+
+
+def planted_ms(space, arch, costs: dict[str, float], constant: float) -> float:
+    return constant + sum(costs[layer.key] for layer in space.layers(arch))
+
+
+def write_timings(path, rows: list[tuple[str, object]], column: str = "latency_ms"):
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["arch", column])
+        writer.writerows(rows)
+    return path
+
+
+def timed_archs(space, count: int, seed: int) -> list[dict]:
+    rng, archs = random.Random(seed), {}
+    while len(archs) < count:
+        arch = space.sample(rng)
+        archs[arch_id(arch)] = arch
+    return list(archs.values())
+
+
+def planted_file(space, path, count: int, seed: int = 1, scale: float = 1.0, noise: float = NOISE,
+                 cost_seed: int = 0):
+    """`count` archs timed by the planted model with multiplicative noise, half as NAS-Bench-201 strings."""
+    costs, constant = planted_costs(space, cost_seed, scale)
+    rng = random.Random(seed + 100)
+    rows = []
+    for i, arch in enumerate(timed_archs(space, count, seed)):
+        ms = planted_ms(space, arch, costs, constant) * (1 + rng.gauss(0, noise))
+        rows.append((to_nb201_string(arch) if i % 2 else json.dumps(arch), f"{ms:.6f}"))
+    return write_timings(path, rows), costs, constant
+
+
+def held_out(space, timed: list[dict], count: int = 300) -> list[dict]:
+    seen = {arch_id(a) for a in timed}
+    return [a for a in timed_archs(space, count + len(timed), seed=7) if arch_id(a) not in seen][:count]
+
+
+def test_a_planted_additive_latency_is_recovered_from_a_few_timings(space, tmp_path):
+    path, costs, constant = planted_file(space, tmp_path / "t.csv", 12)
+    timings = read_timings(path, space)
+    table, report = fit_table(space, timings, device="phone")
+    others = held_out(space, timings.archs)
+    truth = np.array([planted_ms(space, a, costs, constant) for a in others])
+    predicted = np.array([table.predict(space, a) for a in others])
+    assert spearmanr(predicted, truth)[0] >= 0.98
+    assert np.mean(np.abs(predicted - truth) / truth) < 0.03
+    # the report's held-out figures are those of the per-timing predictions it stores
+    heldout = np.array([row["heldout_ms"] for row in table.fit])
+    measured = np.array(timings.ms)
+    assert report.heldout_mape_pct == pytest.approx(100 * np.mean(np.abs(heldout - measured) / measured), abs=1e-3)
+    assert report.heldout_spearman == pytest.approx(spearmanr(heldout, measured)[0], abs=1e-4)
+    assert report.heldout_mape_pct < 5 and report.free_costs == 5 and report.timings == 12
+    # a table like a measured one: every layer key of the space, the device named by the user
+    assert set(table.entries) == set(costs) and table.device.device == "phone" and not table.measurable
+    saved = LatencyTable.load(table.save(tmp_path / "fit.json"))
+    assert saved.fitted["file"] == str(path) and saved.predict(space, others[0]) == pytest.approx(predicted[0])
+
+
+def test_fewer_timings_than_the_model_needs_say_how_many(space, tmp_path):
+    path, *_ = planted_file(space, tmp_path / "t.csv", 5)
+    with pytest.raises(ConfigError, match=r"5 timings; the model has 5 free costs \(4 layer groups \+ a constant\) "
+                                          r"and needs at least 6 timings \(or 3 with --prior tables\)"):
+        fit_table(space, read_timings(path, space))
+
+
+def test_a_prior_from_another_device_cuts_the_timings_needed(space, tmp_path):
+    """The target is the prior device 2.5x slower, with noise: 4 timings and the prior's table
+    predict it; without the prior 4 timings are too few."""
+    prior_path, costs, constant = planted_file(space, tmp_path / "other.csv", 20, seed=3, noise=0.01)
+    target_path, *_ = planted_file(space, tmp_path / "target.csv", 4, seed=4, scale=2.5)
+    priors = load_priors([f"{prior_path}:latency_ms"], space)
+    table, report = fit_table(space, read_timings(target_path, space), priors)
+    others = held_out(space, [])
+    truth = np.array([2.5 * planted_ms(space, a, costs, constant) for a in others])
+    predicted = np.array([table.predict(space, a) for a in others])
+    assert spearmanr(predicted, truth)[0] >= 0.97 and np.mean(np.abs(predicted - truth) / truth) < 0.05
+    assert report.priors == [str(prior_path)] and report.how.startswith("prior")
+    with pytest.raises(ConfigError, match="needs at least 6 timings"):
+        fit_table(space, read_timings(target_path, space))
+
+
+def test_the_fitted_table_drives_a_search_within_its_budget(space, tmp_path):
+    path, *_ = planted_file(space, tmp_path / "t.csv", 12)
+    table, _ = fit_table(space, read_timings(path, space))
+    table = LatencyTable.load(table.save(tmp_path / "fit.json"))
+    latencies = sorted(table.predict(space, a) for a in held_out(space, [], 90))
+    budget = latencies[len(latencies) // 3]
+    evaluate = StubEvaluator(space, space.max())
+    request = SearchRequest("random", tmp_path / "search", trials=20, seed=0,
+                            constraints=Constraints(max_latency_ms=budget), progress=False, tensorboard=False)
+    result = run_search(space, evaluate, request, latency=table, export=lambda a: None)
+    records = [json.loads(line) for line in (tmp_path / "search" / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 20
+    for record in records:
+        assert record["latency_ms"] == pytest.approx(table.predict(space, record["arch"]), abs=1e-5)
+        assert record["latency_ms"] <= budget
+    assert result.latency_ms <= budget and result.latency_check is None   # a fitted target is not timed here
+
+
+def test_a_measured_per_arch_column_answers_its_archs_and_only_them(space, tmp_path):
+    archs = timed_archs(space, 8, seed=5)
+    path = write_timings(tmp_path / "m.csv", [(json.dumps(a), 1.0 + i) for i, a in enumerate(archs)], "pixel")
+    table = load_latency_source(f"{path}:pixel", space)
+    assert [table.predict(space, a) for a in archs] == [1.0 + i for i in range(8)]
+    missing = held_out(space, archs, 1)[0]
+    with pytest.raises(SearchError, match=f"has no timing of arch {arch_id(missing)}.*--predict-missing"):
+        table.predict(space, missing)
+    predicted = load_latency_source(f"{path}:pixel", space, predict_missing=True)
+    fitted, _ = fit_table(space, read_timings(path, space, "pixel"))
+    assert predicted.predict(space, missing) == pytest.approx(fitted.predict(space, missing))
+    assert predicted.predict(space, archs[3]) == 4.0
+    with pytest.raises(ConfigError, match="no column 'latency_ms'"):
+        load_latency_source(str(path), space)
+    fitted.save(tmp_path / "fit.json")
+    with pytest.raises(ConfigError, match=r"^predict_missing: applies to a CSV latency table; .*fit.json predicts"):
+        load_latency_source(str(tmp_path / "fit.json"), space, predict_missing=True)
+
+
+def test_rows_of_one_network_use_the_canonical_row_or_the_median(space, tmp_path):
+    arch = {"edge1<-0": "conv_3x3", "edge2<-0": "none", "edge2<-1": "none", "edge3<-0": "none",
+            "edge3<-1": "skip_connect", "edge3<-2": "none"}
+    assert space.canonical(arch) == arch
+    dead = {**arch, "edge2<-0": "conv_1x1"}         # node 2 reaches no output: the same network
+    other = {**arch, "edge3<-2": "avg_pool_3x3"}     # node 2 has no input: the same network again
+    path = write_timings(tmp_path / "m.csv", [(to_nb201_string(dead), 7.0), (to_nb201_string(arch), 5.0)])
+    assert load_latency_source(str(path), space).predict(space, arch) == 5.0
+    path = write_timings(tmp_path / "n.csv", [(to_nb201_string(dead), 7.0), (to_nb201_string(other), 9.0)])
+    with pytest.warns(UserWarning, match="1 archs are timed only in forms that differ"):
+        assert load_latency_source(str(path), space).predict(space, arch) == 8.0
+
+
+# --- the CLI: one line per problem, exit 2 ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_yaml(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cfg") / "tiny_cell201.yaml"
+    path.write_text(yaml_io.dumps(tiny_config(space="cell201")))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_space(tiny_yaml):
+    from nas.core.config import load_config
+    from nas.engine.run import build_space
+    return build_space(load_config(str(tiny_yaml)))
+
+
+def _fit(capsys, tiny_yaml, csv_path, *flags):
+    code = cli.main(["latency-fit", str(tiny_yaml), str(csv_path), "--out", str(csv_path.with_suffix(".json")), *flags])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_cli_fits_and_writes_the_table(capsys, tiny_yaml, tiny_space, tmp_path):
+    path, *_ = planted_file(tiny_space, tmp_path / "t.csv", 10)
+    code, out, err = _fit(capsys, tiny_yaml, path, "--name", "fpga", "--json")
+    assert code == 0 and err == ""
+    report = json.loads(out)
+    assert report["path"] == str(path.with_suffix(".json")) and report["timings"] == 10 and report["free_costs"] == 4
+    table = LatencyTable.load(report["path"])
+    assert table.device.device == "fpga" and table.fitted["heldout_mape_pct"] == report["heldout_mape_pct"]
+
+
+def _bad_rows(tiny_space):
+    archs = timed_archs(tiny_space, 6, seed=9)
+    good = [(json.dumps(a), 3.0 + i) for i, a in enumerate(archs)]
+    mbv3 = make_space("mobilenetv3", small=True)
+    return {
+        "another space": ([(json.dumps(mbv3.sample(random.Random(i))), 2.0) for i in range(6)],
+                          r"its archs belong to another space, not 'cell201'"),
+        "unknown arch": (good[:5] + [("0123456789", 2.0)], r"line 7: arch: '0123456789' is no arch id of space"),
+        "negative": (good[:5] + [(good[5][0], "-1.5")], r"line 7: latency_ms: must be a finite number of "
+                                                        r"milliseconds > 0, got -1.5"),
+        "zero": ([(good[0][0], "0")] + good[1:], r"line 2: latency_ms: must be .* > 0, got 0$"),
+        "missing": (good[:5] + [(good[5][0], "")], r"line 7: latency_ms: missing value"),
+        "too few": (good[:4], r"4 timings; the model has 4 free costs .* needs at least 5 timings"),
+    }
+
+
+@pytest.mark.parametrize("case", ["another space", "unknown arch", "negative", "zero", "missing", "too few"])
+def test_bad_timings_fail_in_one_line(capsys, tiny_yaml, tiny_space, tmp_path, case):
+    rows, message = _bad_rows(tiny_space)[case]
+    code, out, err = _fit(capsys, tiny_yaml, write_timings(tmp_path / "t.csv", rows))
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith("nas latency-fit: error: ")
+    assert __import__("re").search(message, err.strip()), err
+
+
+def test_seconds_given_for_milliseconds_are_warned_of(capsys, tiny_yaml, tiny_space, tmp_path):
+    path, *_ = planted_file(tiny_space, tmp_path / "t.csv", 10, scale=1e-3)
+    code, out, err = _fit(capsys, tiny_yaml, path)
+    assert code == 0 and "held out" in out
+    assert err.splitlines() == [err.strip()] and "were these seconds?" in err and "warning" in err
+
+
+def test_a_prior_of_another_space_is_refused(capsys, tiny_yaml, tiny_space, space, tmp_path):
+    path, *_ = planted_file(space, tmp_path / "wide.csv", 10)
+    other, _ = fit_table(space, read_timings(path, space))
+    other.save(tmp_path / "wide.json")
+    target, *_ = planted_file(tiny_space, tmp_path / "t.csv", 6)
+    code, _, err = _fit(capsys, tiny_yaml, target, "--prior", str(tmp_path / "wide.json"))
+    assert code == 2 and err.strip().endswith(f"--prior: {tmp_path / 'wide.json'}: built for another space "
+                                              "(cell201); give tables of 'cell201' with these options")
+
+
+def test_a_search_takes_its_latency_from_a_fitted_table_or_a_measured_column(capsys, trained, tmp_path):
+    from nas import api
+    from nas.engine.searching.latency import table_archs
+    from nas.engine.searching.latency_fit import space_groups
+
+    space = api.load_run("tiny", trained, device="cpu").space
+    rng = random.Random(0)
+    costs = {key: rng.uniform(0.05, 1.0) for key in space_groups(space)[1]}
+    archs = table_archs(space) + timed_archs(space, 40, seed=2)     # every layer timed at least once
+    rows = [(json.dumps(a), f"{(1.0 + sum(costs[l.key] for l in space.layers(a))) * (1 + rng.gauss(0, 0.01)):.6f}")
+            for a in archs]
+    timings = write_timings(tmp_path / "t.csv", rows)
+    assert cli.main(["latency-fit", str(trained / "tiny"), str(timings), "--out", str(tmp_path / "fit.json")]) == 0
+    table = LatencyTable.load(tmp_path / "fit.json")
+    budget = sorted(table.predict(space, a) for a in archs)[30]
+    search = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "random", "--trials", "4", "--score", "macs",
+              "--max-latency-ms", f"{budget:.6f}", "--device", "cpu", "--quiet"]
+    capsys.readouterr()
+    assert cli.main([*search, "--latency-table", str(tmp_path / "fit.json"), "--out", str(tmp_path / "s"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert result["latency_ms"] == pytest.approx(table.predict(space, result["best"]), abs=1e-5)
+    assert result["latency_ms"] <= budget and "measured" not in err     # the target is not timed here
+    few = write_timings(tmp_path / "few.csv", rows[:3])
+    assert cli.main([*search, "--latency-table", str(few), "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "has no timing of arch" in err and "--predict-missing" in err, err
+    assert cli.main([*search, "--predict-missing", "--out", str(tmp_path / "g")]) == 2
+    assert capsys.readouterr().err.strip() == ("nas search: error: --predict-missing: applies to a CSV latency table; "
+                                               "give --latency-table CSV[:COLUMN]")
+
+
+def test_the_benchmark_reads_the_layers_each_runtime_ran():
+    """`benchmarks/latency_fit.py`: PyTorch runs every edge (`none` too), TFLite the edges that
+    reach the output; `nas` itself only the live ones."""
+    from benchmarks import latency_fit as bench
+
+    space = bench.paper_space()
+    arch = {"edge1<-0": "conv_3x3", "edge2<-0": "conv_1x1", "edge2<-1": "none", "edge3<-0": "skip_connect",
+            "edge3<-1": "avg_pool_3x3", "edge3<-2": "none"}     # node 2 reaches no output
+    ops = {reading: sorted(op for _, _, op in bench.ran_edges(arch, reading)) for reading in bench.READINGS}
+    assert ops == {"every": ["avg_pool_3x3", "conv_1x1", "conv_3x3", "skip_connect"],
+                   "to_output": ["avg_pool_3x3", "conv_3x3", "skip_connect"]}
+    every = bench.ran_layers(space, arch, "every")       # 5 cells per stage
+    assert every["edge:none:16x32x32"] == every["edge:none:64x8x8"] == 10 and every["edge:conv_1x1:32x16x16"] == 5
+    assert bench.ran_layers(space, arch, "to_output")["edge:conv_1x1:32x16x16"] == 0
+    live = {layer.key for layer in space.layers(arch) if layer.key.startswith("edge:") and "16x32x32" in layer.key}
+    assert live == {"edge:avg_pool_3x3:16x32x32", "edge:conv_3x3:16x32x32", "edge:skip_connect:16x32x32"}
