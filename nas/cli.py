@@ -234,8 +234,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"{result.score} {result.score_value:.6g}"
                   + (f" (val top-1 {result.val_top1:.4f})" if result.val_top1 is not None else ""))
         print(f"best {_named(run.space, result.arch_id, result.best)}: {scored}, MACs {format_amount(result.macs)}, "
-              f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new; "
-              f"optimised for {result.optimised_for})")
+              f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new"
+              + (f"; optimised for {result.optimised_for})" if result.optimised_for else ")"))
         if result.finalists is not None:
             print(api.format_search_summary(api.search_summary(result.dir)).splitlines()[2])
         if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "Ne epochs or P%% of the run's training steps; 0 ships the inherited weights, exactly the subnet "
                         "inside the supernet (default: the run's export.finetune.length; 0 unless its config sets it)")
     export.add_argument("--finetune-lr", type=float, metavar="LR",
-                        help="the fine-tune's peak learning rate, cosine to 0 (default: export.finetune.lr, 0.03)")
+                        help="the fine-tune's peak learning rate, cosine to 0 (default: export.finetune.lr, else the run's own)")
     export.add_argument("--distill", action=argparse.BooleanOptionalAction, default=None,
                         help="the fine-tune also learns from the max subnet's predictions (default: export.finetune.distill)")
     export.set_defaults(func=cmd_export)

@@ -272,7 +272,7 @@ class FinetuneConfig:
     """How `nas export` trains the chosen subnet alone from its inherited weights before saving it."""
 
     length: int | str = 0        # N steps, Ne epochs or P% of the run's training steps; 0: ship the inherited weights
-    lr: float = 0.03             # peak learning rate of the run's optimiser, cosine to 0, no warm-up
+    lr: float | None = None      # peak learning rate, cosine to 0, no warm-up (None: the run's own train.optimizer.lr)
     distill: bool = False        # also learn from the max subnet's predictions (half the loss)
     seed: int = 0                # the batch order of the fine-tune
 
@@ -281,7 +281,7 @@ class FinetuneConfig:
         problem = finetune_length_problem(self.length)
         if problem:
             problems.append(f"length: {problem}")
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
+        if self.lr is not None and not (isinstance(self.lr, (int, float)) and self.lr > 0):
             problems.append(f"lr: must be > 0, got {clip(self.lr)}")
         if problems:
             raise ConfigError(problems)

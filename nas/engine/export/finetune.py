@@ -7,8 +7,8 @@ recovers most of that gap for a fraction of a standalone training's cost; `nas e
 by default (`export.finetune` in the run's config, `--finetune` on the command line).
 
 The recipe is the run's own (optimiser, batch size, gradient clipping, data and augmentation,
-label smoothing 0.1) with `export.finetune.lr` as peak learning rate, cosine-decayed to 0 with no
-warm-up, for `length` steps (`N`, `Ne` epochs or `P%` of the run's training steps); with
+label smoothing 0.1) with `export.finetune.lr` as peak learning rate (default: the run's own),
+cosine-decayed to 0 with no warm-up, for `length` steps (`N`, `Ne` epochs or `P%` of the run's training steps); with
 `distill: true` half of the loss is the cross-entropy against the max subnet's predictions (the
 max subnet, BN-recalibrated, in eval mode). Its state is saved atomically as it trains (every
 `train.checkpoint.every_steps` steps or `every_seconds` seconds), so a killed export resumes where
@@ -65,7 +65,8 @@ def run_length(run: Run) -> tuple[int, int]:
 def finetune_recipe(run: Run, steps: int, settings: FinetuneConfig) -> Recipe:
     """The run's recipe with the fine-tune's length and peak rate, cosine to 0 without warm-up."""
     train = run.config.train
-    train = replace(train, epochs=None, steps=steps, optimizer=replace(train.optimizer, lr=settings.lr),
+    lr = train.optimizer.lr if settings.lr is None else settings.lr
+    train = replace(train, epochs=None, steps=steps, optimizer=replace(train.optimizer, lr=lr),
                     scheduler=replace(train.scheduler, name="cosine", warmup_steps=0, min_lr=0.0))
     return Recipe(run.config.data, train, run.config.eval, DEFAULT_LABEL_SMOOTHING)
 
@@ -114,7 +115,7 @@ def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig,
     model = trained_model(model)
     val, test = measure(run, model, size)
     partial.unlink(missing_ok=True)
-    record = {"steps": steps, "length": str(settings.length), "lr": settings.lr, "distill": settings.distill,
+    record = {"steps": steps, "length": str(settings.length), "lr": recipe.train.optimizer.lr, "distill": settings.distill,
               "seed": settings.seed, "seconds": trained.seconds, "resumed_from": trained.resumed_from,
               "run_steps": run_steps, "fraction_of_run": round(steps / run_steps, 4), **trained.variant.to_dict()}
     return Finetuned(model, val.top1, test.top1, val.top5, test.top5, record)

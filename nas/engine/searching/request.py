@@ -152,7 +152,7 @@ def resolve_score(spec: str, run: Run, ships: str | None = None) -> tuple[str, s
         objective = (f"accuracy after training alone, predicted by {name}"
                      + (" (the export fine-tunes)" if shipped == "finetuned" and trained else ""))
     else:
-        objective = f"the score {name}"
+        objective = ""      # a score the caller named: "chosen by" already says it
     return name, chosen.reason, objective
 
 

@@ -157,6 +157,8 @@ def test_a_killed_finetune_resumes_without_repeating_saved_steps_and_gives_the_s
 def test_a_finetune_of_another_run_step_or_settings_never_resumes_it(trained, tmp_path):
     run = api.load_run(copy_run(trained, "tiny", tmp_path / "runs") / "tiny", device="cpu")
     arch = run.space.max()
+    assert finetune_module.finetune_recipe(run, 6, FinetuneConfig(length=6)).train.optimizer.lr == \
+        run.config.train.optimizer.lr      # no rate given: the run's own
     base = partial_path(run, arch, 6, FinetuneConfig(length=6))
     assert base != partial_path(run, arch, 6, FinetuneConfig(length=6, lr=0.5))
     assert base != partial_path(api.load_run(run.dir.root, checkpoint="best.pt", device="cpu"), arch, 6,
@@ -227,7 +229,9 @@ def test_auto_optimises_what_the_export_ships_and_the_search_line_says_which(tra
 def test_the_config_decides_what_auto_optimises(trained, tmp_path):
     runs = copy_run(trained, "tiny", tmp_path / "runs")
     config = runs / "tiny" / "config.yaml"
-    config.write_text(config.read_text() + "export: {finetune: {length: 10%}}\n")   # editable after training
+    text = config.read_text()
+    assert "finetune: {length: 0," in text
+    config.write_text(text.replace("finetune: {length: 0,", "finetune: {length: 10%,"))   # editable after training
     run = api.load_run(runs / "tiny", device="cpu")
     result = api.search(run, "random", trials=2, out=tmp_path / "s", progress=False)
     assert result.score != "supernet" and "(the export fine-tunes)" in result.optimised_for

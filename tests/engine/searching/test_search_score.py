@@ -125,8 +125,9 @@ def test_auto_without_a_fidelity_summary_uses_the_space_s_default_and_says_so(tr
 
     run = api.load_run("tiny", trained)
     assert run.space.name == "mobilenetv3" and DEFAULT_SCORES["mobilenetv3"].spec == "naswot"
+    # a fine-tuned export: auto predicts accuracy after training (with inherited weights it is the supernet)
     assert cli.main(["search", "tiny", "--runs-dir", str(trained), "--trials", "2", "--out", str(tmp_path / "s"),
-                     "--json", "--quiet"]) == 0
+                     "--json", "--quiet", "--ships", "finetuned"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["score"] == "naswot"
     assert err.strip() == (f"--score auto: naswot (no fidelity summary in {trained / 'tiny' / 'fidelity'}; the default "
@@ -183,7 +184,7 @@ def test_auto_picks_the_best_within_bin_tau_of_the_latest_fidelity_summary(train
     fidelity = runs / "tiny" / "fidelity"
     _summary(fidelity / "newer", {"supernet": 0.2, "params": 0.35, "macs": 0.1}, 2_000_000_000)
     _summary(fidelity / "older", {"supernet": 0.2, "macs": 0.9}, 1_000_000_000)   # newer name order, older file
-    assert cli.main(["search", "tiny", "--runs-dir", str(runs), "--trials", "3", "--json", "--quiet"]) == 0
+    assert cli.main(["search", "tiny", "--runs-dir", str(runs), "--trials", "3", "--json", "--quiet", "--ships", "finetuned"]) == 0
     out, err = capsys.readouterr()
     assert err.strip() == (f"--score auto: params (within-bin Kendall tau 0.350 in {fidelity / 'newer' / 'summary.json'}"
                            "; supernet 0.200, macs 0.100)")
@@ -316,7 +317,7 @@ def test_auto_refuses_a_within_bin_tau_that_is_no_tau_naming_the_summary(tmp_pat
 def test_an_unknown_estimator_of_a_summary_is_the_summary_s_problem_not_the_score_s(trained, tmp_path, capsys):
     runs = copy_run(trained, "tiny", tmp_path / "runs")
     path = _summary(runs / "tiny" / "fidelity" / "a", {"supernet": 0.1, "macz": 0.5}, 1_000_000_000)
-    err = one_line_error(capsys, ["search", "tiny", "--runs-dir", str(runs), "--trials", "2", "--quiet"],
+    err = one_line_error(capsys, ["search", "tiny", "--runs-dir", str(runs), "--trials", "2", "--quiet", "--ships", "finetuned"],
                          f"--score auto: {path}: the fidelity summary names an estimator unknown here "
                          "(unknown estimator 'macz' (did you mean 'macs'?); available: ",
                          "); name a score with --score or run nas fidelity again")
