@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -54,6 +55,12 @@ def record_lock(path: str | Path) -> Iterator[None]:
             fcntl.lockf(f, fcntl.LOCK_UN)
 
 
+def temporary_path(path: Path) -> Path:
+    """Where `atomic_file` writes `path` first: its own per process and thread, so two threads
+    writing one file at once never share (and delete) each other's temporary file."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+
+
 @contextmanager
 def atomic_file(path: str | Path, mode: str = "w", durable: bool = False) -> Iterator[IO[Any]]:
     """Open a temporary file that replaces `path` when the block ends without an error.
@@ -62,7 +69,7 @@ def atomic_file(path: str | Path, mode: str = "w", durable: bool = False) -> Ite
     loss (checkpoints); on an error the temporary file is removed and `path` is untouched.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary_path(path)
     try:
         with open(tmp, mode) as f:
             yield f

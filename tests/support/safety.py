@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 import pytest
 
 from nas import cli
+from nas.core.files import temporary_path
 from tests.support.corpus import folder_digests
 
 __all__ = ["copy_run", "folder_digests", "one_line_error", "read_only", "wait_for"]
@@ -78,6 +79,6 @@ def read_only(folder: Path) -> Iterator[Path]:
 def full_disk_at(path: Path) -> Path:
     """Make the next atomic write of `path` by this process hit a full disk for real: its
     temporary file is a symlink to /dev/full, where every write fails with ENOSPC."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary_path(path)
     tmp.symlink_to("/dev/full")
     return tmp
