@@ -235,3 +235,19 @@ def test_the_config_decides_what_auto_optimises(trained, tmp_path):
     run = api.load_run(runs / "tiny", device="cpu")
     result = api.search(run, "random", trials=2, out=tmp_path / "s", progress=False)
     assert result.score != "supernet" and "(the export fine-tunes)" in result.optimised_for
+
+
+def test_a_distilled_finetune_learns_from_the_max_subnet_and_says_so(trained, tmp_path, monkeypatch):
+    run = api.load_run(copy_run(trained, "tiny", tmp_path / "runs") / "tiny", device="cpu")
+    seen = []
+    real_step = standalone.train_step
+
+    def spy(*args, **kwargs):
+        seen.append(args[6] if len(args) > 6 else kwargs.get("soft_targets"))
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(standalone, "train_step", spy)
+    tuned = finetune_subnet(run, run.space.min(), FinetuneConfig(length=3, lr=0.05, distill=True), progress=False)
+    assert tuned.record["distill"] is True and len(seen) == 3
+    for targets in seen:      # the max subnet's probabilities, one row per image
+        assert targets is not None and torch.allclose(targets.sum(1), torch.ones(len(targets)), atol=1e-5)
