@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from nas.core.arch import Arch
+from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError
 from nas.core.registry import SEARCHERS
 from searchers.base import ReplaySearcher, SearchContext
@@ -44,16 +44,27 @@ class GeneratorSearcher(ReplaySearcher):
                               "strategy.sampler: {name: shiftnas, generator: true})")
         super().__init__(context, options)
         self.target = context.budgets.get("macs", self.space.macs(self.space.max()))
+        self._answer: Arch | None = None
 
     def propose(self, rng: random.Random) -> Arch:
         generator = self.context.generator
-        if self.attempt == 0 and not self.records:
-            arch = generator.generate(self.target, self.context.seed)[0]
+        if self.attempt == 0 and arch_id(self.space.canonical(self._fitted(self.answer()))) not in self.index:
+            arch = self.answer()        # first, unless evaluated (e.g. queued first as an anchor)
         else:
             noise = torch.Generator()
             noise.manual_seed(rng.getrandbits(63))
             arch = generator.propose(self.target, noise, sample=True,
                                      temperature=self.options.temperature * (1 + self.attempt))
+        return self._fitted(arch)
+
+    def answer(self) -> Arch:
+        """The generator's answer for the budget (computed once)."""
+        if self._answer is None:
+            self._answer = self.context.generator.generate(self.target, self.context.seed)[0]
+        return self._answer
+
+    def _fitted(self, arch: Arch) -> Arch:
+        """`arch` shrunk to the MACs budget when it breaks it."""
         if "macs" in self.context.budgets and self.space.macs(arch) > self.target:
             arch = self.space.shrink(arch, self.target)
         return arch

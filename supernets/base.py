@@ -152,7 +152,8 @@ class Strategy(abc.ABC):
 
     def anchor_archs(self) -> list[Arch]:
         """Archs trained at every step (e.g. the sandwich rule's max and min), which the strategy
-        contract checks. A search gives them no privilege (they compete like any candidate).
+        contract checks. A search by the supernet's own measurement evaluates those within its
+        budgets first (`SearchRequest.first`); other scores give them no privilege.
         Default: the sampler's (`Sampler.anchors`), none for a strategy without a sampler."""
         return self.sampler.anchors() if self.sampler is not None else []
 

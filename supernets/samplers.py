@@ -80,7 +80,7 @@ class Sampler(abc.ABC):
         """The subnets to train at `step`, teacher (if any) first."""
 
     def anchors(self) -> list[Arch]:
-        """Archs this sampler trains at every step (a search gives them no privilege)."""
+        """Archs this sampler trains at every step (a search by the supernet evaluates them first)."""
         return []
 
     def observe(self, feedback: StepFeedback) -> None:

@@ -12,7 +12,8 @@ rank all of them together at the end.
 3. Loop until `trials` evaluations are complete: `ask`; reject (cheap checks first: analytic
    MACs and params, then the latency table; then duplicates by `arch_id` of the canonical
    arch); `claim`; `evaluate` (and `rank`); `tell`; append to results.jsonl; TensorBoard and tqdm.
-   Every arch competes alike: none is queued first. When `max_rejections` suggestions in a row
+   The request's `first` archs (the supernet's anchors, for a search by the supernet) that
+   meet the budgets are queued before the searcher's own proposals. When `max_rejections` suggestions in a row
    fail (a budget that admits few archs of a large space, e.g. `0%`, the min subnet's cost),
    the min subnet, which meets every budget, is queued once; when they fail again the search
    ends with what it evaluated, and a note says so.
@@ -256,6 +257,8 @@ def search_loop(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *,
     with _closing(searcher, log, request.out, costs, final=rank is None):
         if show and request.score_reason is not None:
             announce(request.score_reason)
+        if (request.worker if worker is None else worker) == 0:
+            _queue_first(searcher, request.first, costs)
         while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection
             if rejected >= request.max_rejections:
                 if not queued_min and _queue_min(searcher, space, notes):
@@ -334,6 +337,14 @@ def _closing(searcher: Searcher, log: _Log, out_dir: Path, costs: SearchCosts, f
     finally:
         log.close()
         searcher.close()
+
+
+def _queue_first(searcher: Searcher, archs: tuple[Arch, ...], costs: SearchCosts) -> None:
+    """Queue `archs` (the request's `first`) that meet the budgets and were not evaluated."""
+    done = {r["arch_id"] for r in searcher.history()}
+    queued = [a for a in archs if arch_id(a) not in done and costs.violation(costs(a, arch_id(a))) is None]
+    if queued:
+        searcher.enqueue(queued)
 
 
 def _queue_min(searcher: Searcher, space: ArchSpace, notes: list[str]) -> bool:

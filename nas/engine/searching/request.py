@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from nas.core.arch import Arch, arch_id
 from nas.core.costs import BY_NAME
 from nas.core.errors import ConfigError, check_int
 from nas.core.files import check_writable
@@ -71,6 +72,10 @@ class SearchRequest:
         latency_table, predict_missing: A latency table named instead of the run's own (a fitted
             or measured table file, or `CSV[:COLUMN]` of per-arch ms), and whether archs a CSV
             lacks are predicted rather than refused.
+        first: Archs evaluated before the searcher's own proposals, where they meet the budgets:
+            the supernet's anchors (the archs its strategy trains at every step, e.g. the
+            sandwich rule's min and max) when the score is the supernet's own measurement,
+            because they are the best-trained archs it holds; none otherwise.
     """
 
     searcher: str
@@ -97,6 +102,7 @@ class SearchRequest:
     max_rejections: int = MAX_REJECTIONS
     latency_table: str | None = None
     predict_missing: bool = False
+    first: tuple[Arch, ...] = ()
 
     @property
     def shared(self) -> bool:
@@ -223,7 +229,17 @@ def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_
                          batch, storage, study, worker, workers, finalists,
                          FINETUNE_STEPS if finalist_steps is None else finalist_steps, FINETUNE_LR,
                          Source(str(run.dir.root.resolve()), run.checkpoint.name, run.step), progress,
-                         latency_table=latency_table, predict_missing=predict_missing)
+                         latency_table=latency_table, predict_missing=predict_missing,
+                         first=anchor_archs(run) if spec == SUPERNET_SCORE else ())
+
+
+def anchor_archs(run: Run) -> tuple[Arch, ...]:
+    """The run's anchors (`Strategy.anchor_archs`), canonical, each once."""
+    anchors: dict[str, Arch] = {}
+    for arch in run.strategy.anchor_archs():
+        canonical = run.space.canonical(arch)
+        anchors.setdefault(arch_id(canonical), canonical)
+    return tuple(anchors.values())
 
 
 def search_id(searcher: str, constraints: Constraints, seed: int, study: str | None,

@@ -83,9 +83,11 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     export ships the inherited weights (`ships`, default from the run's `export.finetune`:
     `inherited` when it does not fine-tune), `auto` is `supernet`, whose measurement of an arch
     is exactly what that export ships.
-    Every arch competes alike: the min and max subnets are evaluated only when the searcher
-    proposes them, and when the answer costs what the min subnet costs one line on stderr says
-    so, with the runner-up.
+    When the score is `supernet`, the supernet's anchors (the archs its strategy trains at every
+    step: the sandwich rule's min and max) that meet the budgets are evaluated first, as the
+    best-trained archs it holds (an inherited export must never ship below them); with any other
+    score every arch competes alike. When the answer costs what the min subnet costs one line on
+    stderr says so, with the runner-up.
     `finalists=K`: the K best archs by the score are then fine-tuned alone from the shared
     weights (`finalist_steps` steps each, default 100) and measured on validation; the best of
     them is the answer (`nas.engine.searching.finalists`), measured in `workers` processes (also
@@ -150,6 +152,7 @@ def _say_if_min(run: Run, result: SearchResult) -> None:
     itself, or an arch as cheap: a cell of skips and `none`s), naming the runner-up."""
     from nas.core.amounts import format_amount
     from nas.core.arch import arch_id
+    from nas.core.pareto import objective
 
     low = run.space.min()
     if (result.macs, result.params) != tuple(run.space.costs(low)):
@@ -158,8 +161,8 @@ def _say_if_min(run: Run, result: SearchResult) -> None:
         ranked = sorted(result.finalists["finalists"], key=lambda r: (-r["finalist_top1"], r["rank"]))
         value, how = (lambda r: f"{r['finalist_top1']:.4f}"), "finalist val top-1"
     else:
-        ranked = sorted(result.trials, key=lambda r: (-r["score_value"], r["macs"], r["trial"]))
-        value, how = (lambda r: f"{r['score_value']:.6g}"), f"{result.score} score"
+        ranked = sorted(result.trials, key=lambda r: (-objective(r), r["macs"], r["trial"]))
+        value, how = (lambda r: f"{objective(r):.6g}"), f"{result.score} score"
     others = [r for r in ranked if r["arch_id"] != result.arch_id]
     what = (f"the min subnet {result.arch_id}" if result.arch_id == arch_id(low) else
             f"{result.arch_id}, which costs what the min subnet {arch_id(low)} costs")

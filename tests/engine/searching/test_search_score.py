@@ -12,12 +12,12 @@ import torch
 from estimators import build_estimator
 from estimators.base import Estimator, EstimatorContext
 from nas import api, cli
-from nas.core.arch import Arch
+from nas.core.arch import Arch, arch_id
 from nas.core.errors import SearchError
 from nas.core.registry import ESTIMATORS, Entry, NoOptions
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.loop import run_search
-from nas.engine.searching.request import SearchRequest
+from nas.engine.searching.request import SearchRequest, anchor_archs
 from tests.support.safety import copy_run, folder_digests, one_line_error
 
 SEEN: dict[str, EstimatorContext] = {}
@@ -76,13 +76,34 @@ def test_supernet_score_is_the_search_of_validation_top1_bit_for_bit(trained, tm
 
     budget = json.loads((found.dir / "summary.json").read_text())["budgets"]["macs"]
     old = run_search(run.space, before, SearchRequest("evolution", tmp_path / "old", None, 8, 3, progress=False,
-                                                      constraints=Constraints(max_macs=budget)))
+                                                      constraints=Constraints(max_macs=budget),
+                                                      first=anchor_archs(run)))
     new_lines, old_lines = _lines(tmp_path / "new" / "results.jsonl"), _lines(tmp_path / "old" / "results.jsonl")
     assert [{k: v for k, v in r.items() if k != "eval_seconds"} for r in new_lines] == \
            [{k: v for k, v in r.items() if k != "eval_seconds"} for r in old_lines]
     assert all(r["score"] == "supernet" and r["score_value"] == r["val_top1"] for r in new_lines)
     assert (found.best, found.val_top1) == (old.best, old.val_top1) and found.score_value == found.val_top1
     assert json.loads((tmp_path / "new" / "summary.json").read_text())["score"] == "supernet"
+
+
+def test_a_search_by_the_supernet_evaluates_the_anchors_within_budget_first_and_others_do_not(trained, tmp_path):
+    run = api.load_run("tiny", trained)
+    low, high = (run.space.canonical(run.space.min()), run.space.canonical(run.space.max()))
+    assert [arch_id(a) for a in anchor_archs(run)] == [arch_id(high), arch_id(low)]     # the sandwich rule's
+    within = api.search(run, "random", max_macs="60%", trials=3, seed=5, out=tmp_path / "60", progress=False,
+                        score="supernet")
+    first = [r["arch_id"] for r in _lines(within.dir / "results.jsonl")]
+    assert first[0] == arch_id(low) and arch_id(high) not in first     # the max breaks a 60% budget
+    unconstrained = api.search(run, "random", trials=3, seed=5, out=tmp_path / "all", progress=False,
+                               score="supernet")
+    assert [r["arch_id"] for r in _lines(unconstrained.dir / "results.jsonl")][:2] == [arch_id(high), arch_id(low)]
+    by_macs = api.search(run, "random", max_macs="60%", trials=3, seed=5, out=tmp_path / "macs", progress=False,
+                         score="macs")
+    assert [r["arch_id"] for r in _lines(by_macs.dir / "results.jsonl")][0] != arch_id(low)
+    resumed = api.search(run, "random", max_macs="60%", trials=5, seed=5, out=tmp_path / "60", progress=False,
+                         score="supernet")        # a resume queues nothing already evaluated
+    ids = [r["arch_id"] for r in _lines(resumed.dir / "results.jsonl")]
+    assert ids[:3] == first and len(set(ids)) == 5
 
 
 def test_macs_score_ranks_by_macs_without_evaluating_the_supernet(trained, tmp_path, capsys):
