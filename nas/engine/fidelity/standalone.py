@@ -9,8 +9,8 @@ gradient clipping. Inputs are resized to the arch's resolution as the supernet r
 Then BN statistics are recalibrated like a subnet's and test top-1 is measured with the
 preprocessing an export records (scale to [0, 1], bilinear resize without antialiasing,
 normalise; streamed data comes normalised and is resized after, the same up to rounding).
-The kernels (memory format, `torch.compile`) follow `train.accelerate` (`nas.engine.fidelity.variant`),
-and the result says which ran.
+The kernels (memory format, `torch.compile`, bf16 autocast) follow `train.accelerate` and
+`train.precision` (`nas.engine.fidelity.variant`), and the result says which ran.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,7 @@ def train_alone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource
     data = as_source(data, recipe.data)
     total = total_steps(recipe, data)
     variant = choose_variant(model, cfg, total, torch.get_num_threads())
+    recipe = replace(recipe, train=replace(cfg, precision="bf16" if variant.bf16 else "fp32"))   # what train_step runs
     model = model.to(memory_format=variant.memory_format).train()
     forward = forward_of(model, variant)
     optimizer = build_optimizer(model, cfg)

@@ -54,6 +54,7 @@ def _record() -> tuple[dict, Expected]:
     ({"torch": 2}, "'torch' must be a string, got 2"),
     ({"memory_format": "nhwc"}, "'memory_format' must be 'channels_last' or 'contiguous', got 'nhwc'"),
     ({"compiled": 1}, "'compiled' must be true or false, got 1"),
+    ({"precision": "fp16"}, "'precision' must be 'fp32' or 'bf16', got 'fp16'"),
 ])
 def test_every_field_is_checked(change, problem):
     record, expected = _record()
@@ -208,3 +209,37 @@ def test_the_shipped_configs_still_name_their_committed_ground_truths(config, fo
     root = Path(__file__).resolve().parents[3] / "benchmarks" / "ground_truth"
     truth = recipe_ground_truth(loaded, api.build_space(loaded), api.standalone_model, root, None, None)
     assert truth.folder == root / folder and any(truth.folder.glob("*-s0.json"))
+
+
+def test_bf16_and_fp32_trainings_are_kept_apart(monkeypatch, tmp_path):
+    """`auto` trains an fp32 recipe of cell201 under bf16 autocast on a CPU with bf16 instructions:
+    those records live in bf16/ and are never read as fp32 ones (nor the other way round), and
+    records older than the precision field count as their recipe's precision."""
+    from nas.engine.fidelity import variant
+    from nas.engine.fidelity.ground_truth import train_task
+    from nas.engine.fidelity.runner import recipe_ground_truth
+
+    config = load_config(tiny_config(space="cell201", steps=2))
+    space = api.build_space(config)
+    arch = space.max()
+
+    def truth(has_bf16: bool):
+        monkeypatch.setattr(variant, "cpu_has_bf16", lambda: has_bf16)
+        return recipe_ground_truth(config, space, api.standalone_model, tmp_path, None, None)
+
+    bf16 = truth(True)
+    bf16_task = bf16.task(arch, 0)        # the variant is chosen once per arch, with the capability on
+    fp32 = truth(False)
+    assert bf16.folder == fp32.folder and bf16.path(arch, 0) == fp32.folder / "bf16" / fp32.path(arch, 0).name
+    bf16_task.path.parent.mkdir(parents=True)
+    record = train_task(bf16_task)
+    assert record["precision"] == "bf16" and bf16.cached(arch, 0) == record
+    assert fp32.cached(arch, 0) is None
+    fp32.path(arch, 0).write_text(json.dumps(record))          # a bf16 record copied where fp32 ones live
+    assert fp32.cached(arch, 0) is None
+    expected = fp32.task(arch, 0).expected()
+    assert record_problem(record, expected) == (
+        "'precision' is 'bf16', this file's training runs fp32 (bf16 ones are kept in bf16/)")
+    older = {k: v for k, v in record.items() if k != "precision"}
+    assert record_problem(older, expected) is None       # before the field: the recipe's fp32
+    assert record_problem(older, bf16_task.expected()) == "'precision' is 'fp32', this file's training runs bf16"

@@ -1,6 +1,7 @@
 """The standalone trainer's variant (`train.accelerate`): channels_last and torch.compile follow
 the eager loss curve, a seed gives one result per variant, and the choice is a fixed rule that
-`eager` overrides."""
+`eager` overrides; bf16 autocast only on a CPU with bf16 instructions, for the spaces measured
+faster with it."""
 from __future__ import annotations
 
 import dataclasses
@@ -64,6 +65,7 @@ def test_channels_last_and_compiled_steps_follow_the_eager_loss_curve():
 
 
 def test_the_rule_compiles_long_trainings_of_plain_convolutions_only(monkeypatch):
+    monkeypatch.setattr(variant, "cpu_has_bf16", lambda: False)     # fp32, as on a CPU without bf16 instructions
     cnn, mlp = _small_cnn(), nn.Sequential(nn.Flatten(), nn.Linear(144, 10))
     patches = nn.Sequential(nn.Conv2d(1, 8, 4, stride=4), nn.Flatten(), nn.LayerNorm(72))    # a ViT's stem
     depthwise = nn.Sequential(nn.Conv2d(1, 4, 1), nn.Conv2d(4, 4, 3, groups=4), nn.Flatten())
@@ -96,6 +98,7 @@ def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
 
     monkeypatch.setattr(variant, "COMPILE_MIN_STEPS_PER_THREAD", 1)
     monkeypatch.setattr(variant.torch, "compile", spy)
+    monkeypatch.setattr(variant, "cpu_has_bf16", lambda: False)     # auto and eager: both fp32
     results = {}
     for accelerate in ("auto", "eager"):
         recipe = _recipe(space="cell201", accelerate=accelerate)
@@ -106,3 +109,65 @@ def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
     assert results["auto"].to_dict()["compiled"] is True and results["eager"].to_dict()["compiled"] is False
     assert results["eager"].to_dict()["memory_format"] == "channels_last"
     assert results["auto"].test_top1 == results["eager"].test_top1     # the spy's forward is the model's
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_auto_trains_in_bf16_only_the_spaces_measured_faster_on_a_cpu_with_bf16_instructions(monkeypatch, has_bf16):
+    monkeypatch.setattr(variant, "cpu_has_bf16", lambda: has_bf16)
+    picked = {}
+    for space in ("cell201", "mobilenetv3", "vit"):
+        config = load_config(tiny_config(space=space))
+        arch = api.build_space(config).max()
+        for accelerate in ("auto", "eager", "compiled"):
+            train = _recipe(space=space, accelerate=accelerate).train
+            picked[space, accelerate] = choose_variant(api.standalone_model(config, arch, 0), train, STEPS, 1).bf16
+    # BENCHMARKS.md §23: cell201 faster in bf16; MobileNetV3 (depthwise) and ViT slower
+    assert picked == {(space, accelerate): has_bf16 and space == "cell201" and accelerate == "auto"
+                      for space, accelerate in picked}
+    cell201 = load_config(tiny_config(space="cell201"))
+    model = api.standalone_model(cell201, api.build_space(cell201).max(), 0)
+    for accelerate in ("auto", "eager", "compiled"):       # an explicit bf16 recipe trains in bf16 everywhere
+        assert choose_variant(model, _recipe(space="cell201", accelerate=accelerate, precision="bf16").train,
+                              STEPS, 1).bf16
+
+
+def test_a_bf16_training_runs_under_autocast_and_says_so(monkeypatch):
+    """The variant's bf16 reaches the step: `auto` on a bf16 CPU trains cell201 under autocast
+    (its losses differ from fp32's in more than the last bits) and records precision bf16."""
+    config = load_config(tiny_config(space="cell201"))
+    arch = api.build_space(config).max()
+    results = {}
+    for has_bf16 in (True, False):
+        monkeypatch.setattr(variant, "cpu_has_bf16", lambda: has_bf16)
+        recipe = _recipe(space="cell201")
+        autocast, real_autocast = [], torch.autocast
+        monkeypatch.setattr(torch, "autocast", lambda *a, **k: autocast.append(k) or real_autocast(*a, **k))
+        model = api.standalone_model(config, arch, 5)
+        results[has_bf16] = standalone.train_standalone(model, recipe, build_source(recipe.data), 0,
+                                                        resolution=api.build_space(config).input_size(arch))
+        assert autocast == ([{"dtype": torch.bfloat16}] * STEPS if has_bf16 else [])
+        monkeypatch.setattr(torch, "autocast", real_autocast)
+    assert results[True].to_dict()["precision"] == "bf16" and results[False].to_dict()["precision"] == "fp32"
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_the_bf16_warning_says_what_was_measured(monkeypatch, has_bf16):
+    monkeypatch.setattr(variant, "cpu_has_bf16", lambda: has_bf16)
+    message = variant.bf16_cpu_warning()
+    assert message.startswith("train.precision: bf16 autocast on CPU is often slower than fp32; measured "
+                              "(BENCHMARKS.md §23): ")
+    assert variant.BF16_MEASURED in message and "1.15-1.41x faster than fp32 for cell201" in message
+    assert message.endswith("this CPU has bf16 instructions" if has_bf16 else "this CPU lacks bf16 instructions")
+
+
+def test_the_cpu_check_reads_the_instruction_flags_without_torch_s(monkeypatch, tmp_path):
+    flags = {"avx512f avx512_bf16": True, "avx512f amx_bf16 amx_tile": True, "avx512f avx2": False}
+    for line, has in flags.items():
+        cpuinfo = tmp_path / "cpuinfo"
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {line}\n")
+        monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported", raising=False)
+        real_open = open
+        monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo"
+                                                                               else path, *a, **k))
+        assert variant.cpu_has_bf16.__wrapped__() is has, line
+        monkeypatch.undo()
