@@ -8,8 +8,8 @@ in fp32 and one under bf16 autocast, both in the memory format and eager/compile
 recipe's rule gives fp32 (`choose_variant` with `train.accelerate: eager`). Their steps alternate
 in one process (`common.alternating_times`), so both see the same machine load. Printed per
 arch: median ms per step of each and the speed-up of bf16 (fp32 ms / bf16 ms; below 1: slower).
-Also printed: whether the CPU has bf16 instructions (`nas.engine.fidelity.variant.cpu_has_bf16`).
-The figures behind `BF16_FASTER_SPACES` in `nas.engine.fidelity.variant`.
+Also printed: whether the CPU has bf16 instructions (`nas.engine.precision.cpu_has_bf16`).
+The figures behind the bf16 rule of `nas.engine.precision`.
 
     OMP_NUM_THREADS=1 python -m benchmarks.bf16_speed [--spaces cell201 mobilenetv3 vit] [--steps 5]
 """
@@ -28,7 +28,8 @@ from nas.api import build_space, standalone_model
 from nas.core.config import load_config
 from nas.engine.fidelity.recipe import Recipe, load_recipe
 from nas.engine.fidelity.standalone import train_step
-from nas.engine.fidelity.variant import choose_variant, cpu_has_bf16, forward_of
+from nas.engine.fidelity.variant import choose_variant, forward_of
+from nas.engine.precision import cpu_has_bf16
 from nas.engine.training.trainer import build_optimizer
 
 SPACE_CONFIGS = {"cell201": "fashion_mnist_cell201", "mobilenetv3": "fashion_mnist_mbv3", "vit": "fashion_mnist_vit"}

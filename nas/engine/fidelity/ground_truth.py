@@ -21,9 +21,12 @@ recipe and the seed, and every run on one space shares it:
                                result by up to 0.5 points on short runs, so a compiled training
                                and an eager one are two measurements (the digest ignores
                                `accelerate`, so records trained eager before this split stay valid)
-        bf16/, compiled/bf16/  the same of trainings of an fp32 recipe that `train.accelerate: auto`
-                               ran under bf16 autocast (on a CPU with bf16 instructions): a bf16
-                               training is never reused as an fp32 one, nor the other way
+        bf16/, compiled/bf16/  the same of trainings under bf16 autocast, which only a recipe
+                               saying `train.precision: bf16` asks for: `train.accelerate: auto`
+                               keeps ground truths fp32 (reference records must read the same on
+                               every machine, and `auto` picks bf16 only on CPUs with bf16
+                               instructions; `nas.engine.fidelity.variant`); a bf16 training is
+                               never reused as an fp32 one, nor the other way
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
 initialises from `derive_seed(that seed, "standalone-init", arch_id)`. Each result is written
@@ -74,7 +77,7 @@ from nas.core.processes import worker_pool
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.fidelity.standalone import total_steps, train_standalone
-from nas.engine.fidelity.variant import Variant, choose_variant, may_choose_bf16, may_compile
+from nas.engine.fidelity.variant import Variant, choose_variant, may_compile
 from search_spaces.base import ArchSpace
 
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
@@ -136,17 +139,18 @@ class GroundTruth:
         variant, folder = self.variant(arch), self.folder
         if variant.compiled:
             folder = folder / "compiled"
-        if variant.bf16 and self.recipe.train.precision == "fp32":
+        if variant.bf16:
             folder = folder / "bf16"
         return folder / f"{arch_id(arch)}-s{seed}.json"
 
     def variant(self, arch: Arch) -> Variant:
-        """How `arch` trains under the recipe (`choose_variant` on one thread, as every training
-        runs; the model is built only when the rule may compile it or train it in bf16)."""
+        """How `arch` trains under the recipe (`choose_variant` of a ground truth on one thread, as
+        every training runs: in the recipe's precision; the model is built only when the rule may
+        compile it)."""
         if arch_id(arch) not in self._variants:
             train = self.recipe.train
-            if may_compile(train, self.steps, 1) or may_choose_bf16(train):
-                variant = choose_variant(self.make_model(self.config, arch, 0), train, self.steps, 1)
+            if may_compile(train, self.steps, 1):
+                variant = choose_variant(self.make_model(self.config, arch, 0), train, self.steps, 1, ground_truth=True)
             else:
                 variant = Variant(train.channels_last, train.accelerate == "compiled", train.precision == "bf16")
             self._variants[arch_id(arch)] = variant

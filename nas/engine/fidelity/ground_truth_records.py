@@ -10,10 +10,11 @@ statistic computed from it.
 How the training ran (`memory_format`, `compiled`, `precision`: `nas.engine.fidelity.variant`)
 is checked when present; records written before those fields existed were trained eager, in the
 memory format of their recipe's `train.channels_last` and the precision of its `train.precision`,
-and stay valid without them. A compiled training
-differs from an eager one in more than the last bits (by up to 0.5 points of top-1 on short
-runs), so compiled records are kept apart (`compiled/`, `nas.engine.fidelity.ground_truth`), and
-so are bf16 trainings of an fp32 recipe (`bf16/`); a record must say the variant its file stands for.
+and stay valid without them. A compiled training differs from an eager one in more than the
+last bits (by up to 0.5 points of top-1 on short runs), so compiled records are kept apart
+(`compiled/`, `nas.engine.fidelity.ground_truth`), and so are bf16 trainings (`bf16/`, only
+of a recipe saying `train.precision: bf16`: ground truths stay fp32 under `train.accelerate:
+auto`); a record must say the variant its file stands for.
 """
 from __future__ import annotations
 
@@ -87,10 +88,10 @@ def _field_problem(record: Mapping[str, Any], expected: Expected) -> str | None:
     if record.get("compiled", False) != expected.compiled:
         return (f"'compiled' is {json.dumps(record.get('compiled', False))}, this file's training runs "
                 + ("compiled" if expected.compiled else "eager (compiled ones are kept in compiled/)"))
-    if record.get("precision", expected.recipe_precision) != expected.precision:
-        return (f"'precision' is {json_text(record.get('precision', expected.recipe_precision))}, this file's "
-                f"training runs {expected.precision}" + (" (bf16 ones are kept in bf16/)" if expected.precision == "fp32"
-                                                         else ""))
+    precision = record.get("precision", expected.recipe_precision)
+    if precision != expected.precision:
+        return (f"'precision' is {json_text(precision)}, this file's training runs {expected.precision}"
+                + (" (bf16 ones are kept in bf16/)" if expected.precision == "fp32" else ""))
     return None
 
 

@@ -6,11 +6,11 @@ seed gives one result on one machine. `eager` keeps the plain loop in the memory
 `train.channels_last` says and the precision `train.precision` says; `compiled` also runs
 forward and backward through `torch.compile` (inductor); `auto` applies the rules of
 `choose_variant`: compiling when it pays back, and bf16 autocast instead of fp32 where this CPU
-has bf16 instructions and the model is of the kind measured faster with it.
+has bf16 instructions and the model is of the kind measured faster with it, except for ground
+truths, which stay in their recipe's precision (`nas.engine.precision` says why).
 """
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 from collections.abc import Callable
@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from nas.core.config import TrainConfig
+from nas.engine.precision import dense_convolutions_with_bn, trains_in_bf16
 
 
 @dataclass(frozen=True)
@@ -50,45 +51,18 @@ class Variant:
 # slower), and ViT (one patch convolution, no batch norm) was not measured: both stay eager.
 COMPILE_MIN_STEPS_PER_THREAD = 10_000
 
-# `auto` trains under bf16 autocast a recipe that says fp32 when the CPU has bf16 instructions
-# (AVX512-BF16 or AMX: without them autocast emulates bf16 and is slower) and the network is of
-# the kind measured faster with it: dense (not grouped) convolutions with batch norm, i.e. cell201.
-# Measured on one thread (benchmarks/bf16_speed.py, BENCHMARKS.md §23; an AMD EPYC with
-# AVX512-BF16), fp32 ms / bf16 ms of a standalone training step, min / mid / max arch:
-# cell201 1.39 / 1.15 / 1.41 (faster); MobileNetV3 0.43 / 0.39 / 0.59 (its depthwise convolutions
-# run slower in bf16); ViT 0.88 / 0.87 / 1.26 (slower but for the max): both stay fp32. With
-# oneDNN kept off the bf16 instructions (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI) cell201 ran
-# 0.71 / 0.73 / 0.50: hence the capability check. Test top-1 of bf16 cell201 trainings (shipped
-# recipe, 3 archs x 2 seeds) was within the fp32 seed spread (-0.21 points on average, §23).
-BF16_MEASURED = ("a standalone training step on one thread of a CPU with AVX512-BF16 ran 1.15-1.41x faster than "
-                 "fp32 for cell201 archs, 1.7-2.6x slower for MobileNetV3's (depthwise convolutions) and up to "
-                 "1.15x slower for ViT's; with its bf16 instructions masked from oneDNN, cell201's ran 1.4-2.0x slower")
 
-
-def choose_variant(model: nn.Module, train: TrainConfig, steps: int, threads: int) -> Variant:
+def choose_variant(model: nn.Module, train: TrainConfig, steps: int, threads: int, *,
+                   ground_truth: bool = False) -> Variant:
     """The variant of training `model` for `steps` steps on `threads` threads under `train`:
     `train.channels_last`'s memory format; compiled when `train.accelerate` is `compiled`, or
     `auto`, the rule above says compiling pays back and inductor has a C++ compiler to run;
-    bf16 when `train.precision` says so, or under `auto` where the bf16 rule above says so."""
+    bf16 autocast where `nas.engine.precision.trains_in_bf16` says so (`train.precision`, or
+    under `auto` its rule, which leaves a `ground_truth` in its recipe's precision)."""
     compiled = may_compile(train, steps, threads)
-    bf16, choose_bf16 = train.precision == "bf16", may_choose_bf16(train)
-    if train.accelerate == "auto" and (compiled or choose_bf16):
-        dense = dense_convolutions_with_bn(model)
-        compiled, bf16 = compiled and dense, bf16 or (choose_bf16 and dense)
-    return Variant(train.channels_last, compiled, bf16)
-
-
-def dense_convolutions_with_bn(model: nn.Module) -> bool:
-    """Whether `model` is a convolutional network with batch norm whose convolutions are all dense."""
-    modules = list(model.modules())
-    convs = [m for m in modules if isinstance(m, nn.Conv2d)]
-    return bool(convs) and all(m.groups == 1 for m in convs) and any(isinstance(m, nn.BatchNorm2d) for m in modules)
-
-
-def may_choose_bf16(train: TrainConfig) -> bool:
-    """Whether `choose_variant` may train some model under `train` in bf16 though `train.precision`
-    says fp32 (`auto` on a CPU with bf16 instructions; the model decides then)."""
-    return train.accelerate == "auto" and train.precision == "fp32" and cpu_has_bf16()
+    if compiled and train.accelerate == "auto":
+        compiled = dense_convolutions_with_bn(model)
+    return Variant(train.channels_last, compiled, trains_in_bf16(model, train, ground_truth=ground_truth))
 
 
 def may_compile(train: TrainConfig, steps: int, threads: int) -> bool:
@@ -102,27 +76,6 @@ def may_compile(train: TrainConfig, steps: int, threads: int) -> bool:
 def has_cpp_compiler() -> bool:
     """Whether a C++ compiler that inductor's CPU code needs is on PATH (`$CXX`, g++, clang++)."""
     return any(shutil.which(name) for name in (os.environ.get("CXX"), "g++", "clang++") if name)
-
-
-@functools.cache
-def cpu_has_bf16() -> bool:
-    """Whether this CPU has bf16 instructions (AVX512-BF16 or AMX), which bf16 autocast's
-    matrix kernels need to beat fp32: torch's own check, else /proc/cpuinfo's flags."""
-    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    if all(callable(check) for check in checks):
-        return any(check() for check in checks)
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags = {flag for line in cpuinfo if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
-    except OSError:
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
-
-
-def bf16_cpu_warning() -> str:
-    """What `train.precision: bf16` on a CPU is warned with: what was measured, and this CPU's case."""
-    return (f"train.precision: bf16 autocast on CPU is often slower than fp32; measured (BENCHMARKS.md §23): "
-            f"{BF16_MEASURED}; this CPU {'has' if cpu_has_bf16() else 'lacks'} bf16 instructions")
 
 
 def forward_of(model: nn.Module, variant: Variant) -> Callable[[torch.Tensor], torch.Tensor]:

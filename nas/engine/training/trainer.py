@@ -43,7 +43,7 @@ from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, as_source
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
-from nas.engine.fidelity.variant import bf16_cpu_warning
+from nas.engine.precision import bf16_cpu_warning
 from nas.engine.data.importance import check_sampling, data_importance
 from nas.core.jsonl import append_record, keep_records
 from nas.engine.run_dir import RunDir

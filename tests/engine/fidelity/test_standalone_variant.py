@@ -1,7 +1,7 @@
 """The standalone trainer's variant (`train.accelerate`): channels_last and torch.compile follow
 the eager loss curve, a seed gives one result per variant, and the choice is a fixed rule that
-`eager` overrides; bf16 autocast only on a CPU with bf16 instructions, for the spaces measured
-faster with it."""
+`eager` overrides; under `auto`, bf16 autocast only on a CPU with bf16 instructions, for the
+spaces measured faster with it, and never for a ground truth."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,6 +13,7 @@ from torch import nn
 from nas import api
 from nas.core.config import load_config
 from nas.engine.data.build import build_source
+from nas.engine import precision
 from nas.engine.fidelity import standalone, variant
 from nas.engine.fidelity.recipe import load_recipe
 from nas.engine.fidelity.variant import Variant, choose_variant, forward_of
@@ -65,7 +66,7 @@ def test_channels_last_and_compiled_steps_follow_the_eager_loss_curve():
 
 
 def test_the_rule_compiles_long_trainings_of_plain_convolutions_only(monkeypatch):
-    monkeypatch.setattr(variant, "cpu_has_bf16", lambda: False)     # fp32, as on a CPU without bf16 instructions
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)     # fp32, as on a CPU without bf16 instructions
     cnn, mlp = _small_cnn(), nn.Sequential(nn.Flatten(), nn.Linear(144, 10))
     patches = nn.Sequential(nn.Conv2d(1, 8, 4, stride=4), nn.Flatten(), nn.LayerNorm(72))    # a ViT's stem
     depthwise = nn.Sequential(nn.Conv2d(1, 4, 1), nn.Conv2d(4, 4, 3, groups=4), nn.Flatten())
@@ -98,7 +99,7 @@ def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
 
     monkeypatch.setattr(variant, "COMPILE_MIN_STEPS_PER_THREAD", 1)
     monkeypatch.setattr(variant.torch, "compile", spy)
-    monkeypatch.setattr(variant, "cpu_has_bf16", lambda: False)     # auto and eager: both fp32
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)     # auto and eager: both fp32
     results = {}
     for accelerate in ("auto", "eager"):
         recipe = _recipe(space="cell201", accelerate=accelerate)
@@ -113,7 +114,7 @@ def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
 
 @pytest.mark.parametrize("has_bf16", [True, False])
 def test_auto_trains_in_bf16_only_the_spaces_measured_faster_on_a_cpu_with_bf16_instructions(monkeypatch, has_bf16):
-    monkeypatch.setattr(variant, "cpu_has_bf16", lambda: has_bf16)
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
     picked = {}
     for space in ("cell201", "mobilenetv3", "vit"):
         config = load_config(tiny_config(space=space))
@@ -126,9 +127,12 @@ def test_auto_trains_in_bf16_only_the_spaces_measured_faster_on_a_cpu_with_bf16_
                       for space, accelerate in picked}
     cell201 = load_config(tiny_config(space="cell201"))
     model = api.standalone_model(cell201, api.build_space(cell201).max(), 0)
+    auto = _recipe(space="cell201").train
+    assert not choose_variant(model, auto, STEPS, 1, ground_truth=True).bf16      # ground truths stay fp32
     for accelerate in ("auto", "eager", "compiled"):       # an explicit bf16 recipe trains in bf16 everywhere
-        assert choose_variant(model, _recipe(space="cell201", accelerate=accelerate, precision="bf16").train,
-                              STEPS, 1).bf16
+        explicit = _recipe(space="cell201", accelerate=accelerate, precision="bf16").train
+        assert all(choose_variant(model, explicit, STEPS, 1, ground_truth=truth).bf16 for truth in (False, True))
+    assert not choose_variant(model.to("meta"), auto, STEPS, 1).bf16    # off the CPU: CPU autocast is not its
 
 
 def test_a_bf16_training_runs_under_autocast_and_says_so(monkeypatch):
@@ -138,7 +142,7 @@ def test_a_bf16_training_runs_under_autocast_and_says_so(monkeypatch):
     arch = api.build_space(config).max()
     results = {}
     for has_bf16 in (True, False):
-        monkeypatch.setattr(variant, "cpu_has_bf16", lambda: has_bf16)
+        monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
         recipe = _recipe(space="cell201")
         autocast, real_autocast = [], torch.autocast
         monkeypatch.setattr(torch, "autocast", lambda *a, **k: autocast.append(k) or real_autocast(*a, **k))
@@ -148,26 +152,3 @@ def test_a_bf16_training_runs_under_autocast_and_says_so(monkeypatch):
         assert autocast == ([{"dtype": torch.bfloat16}] * STEPS if has_bf16 else [])
         monkeypatch.setattr(torch, "autocast", real_autocast)
     assert results[True].to_dict()["precision"] == "bf16" and results[False].to_dict()["precision"] == "fp32"
-
-
-@pytest.mark.parametrize("has_bf16", [True, False])
-def test_the_bf16_warning_says_what_was_measured(monkeypatch, has_bf16):
-    monkeypatch.setattr(variant, "cpu_has_bf16", lambda: has_bf16)
-    message = variant.bf16_cpu_warning()
-    assert message.startswith("train.precision: bf16 autocast on CPU is often slower than fp32; measured "
-                              "(BENCHMARKS.md §23): ")
-    assert variant.BF16_MEASURED in message and "1.15-1.41x faster than fp32 for cell201" in message
-    assert message.endswith("this CPU has bf16 instructions" if has_bf16 else "this CPU lacks bf16 instructions")
-
-
-def test_the_cpu_check_reads_the_instruction_flags_without_torch_s(monkeypatch, tmp_path):
-    flags = {"avx512f avx512_bf16": True, "avx512f amx_bf16 amx_tile": True, "avx512f avx2": False}
-    for line, has in flags.items():
-        cpuinfo = tmp_path / "cpuinfo"
-        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {line}\n")
-        monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported", raising=False)
-        real_open = open
-        monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo"
-                                                                               else path, *a, **k))
-        assert variant.cpu_has_bf16.__wrapped__() is has, line
-        monkeypatch.undo()
