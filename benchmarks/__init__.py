@@ -67,6 +67,7 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
                               needs="the shared NAS-Bench-201 data and CIFAR-10 images"),),
     "ranking": (Command("hours", "--ground-truth DIR --config fashion_mnist_cell201 --workers 2"),),
     "standalone_speed": (Command("hours"),),
+    "bf16_speed": (Command("minutes"),),
     "train_quality": (Command("hours"),),
     "distill_ablation": (Command("hours"),),
 }

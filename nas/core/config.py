@@ -223,9 +223,10 @@ class TrainConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     grad_clip: GradClipConfig = field(default_factory=GradClipConfig)
     threads: int | None = None   # None: respect OMP_NUM_THREADS / torch's default
-    precision: Literal["fp32", "bf16"] = "fp32"   # bf16 autocast: for GPUs (slow on most CPUs)
+    precision: Literal["fp32", "bf16"] = "fp32"   # bf16 autocast: for GPUs (on CPUs see nas.engine.precision)
     channels_last: bool = True
-    # standalone trainings (nas.engine.fidelity.variant): auto (the rule), eager, or compiled
+    # standalone trainings (nas.engine.fidelity.variant): auto (the rules: compiled; bf16, not for ground
+    # truths: nas.engine.precision), eager, or compiled
     accelerate: Literal["auto", "eager", "compiled"] = "auto"
     log_every: int = 20
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

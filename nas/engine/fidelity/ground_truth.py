@@ -9,8 +9,9 @@ recipe and the seed, and every run on one space shares it:
         recipe.json            the recipe and the space section its digest covers
         <arch_id>-s<k>.json    seed k: {"arch_id", "arch", "seed", "train_seed", "macs", "params",
                                "test_top1", "test_top5", "steps", "seconds", "memory_format",
-                               "compiled", "threads", "torch"} (the two variant fields since
-                               `train.accelerate`; older records ran eager, `nas.engine.fidelity.variant`)
+                               "compiled", "precision", "threads", "torch"} (the variant fields
+                               since `train.accelerate`; older records ran eager in their recipe's
+                               precision, `nas.engine.fidelity.variant`)
         <arch_id>-s<k>.lock    while a process trains seed k: its claim (`nas.core.locks.Claims`);
                                one a killed process left beside a finished result is removed
                                once its holder is judged dead (the result wins either way)
@@ -20,6 +21,12 @@ recipe and the seed, and every run on one space shares it:
                                result by up to 0.5 points on short runs, so a compiled training
                                and an eager one are two measurements (the digest ignores
                                `accelerate`, so records trained eager before this split stay valid)
+        bf16/, compiled/bf16/  the same of trainings under bf16 autocast, which only a recipe
+                               saying `train.precision: bf16` asks for: `train.accelerate: auto`
+                               keeps ground truths fp32 (reference records must read the same on
+                               every machine, and `auto` picks bf16 only on CPUs with bf16
+                               instructions; `nas.engine.fidelity.variant`); a bf16 training is
+                               never reused as an fp32 one, nor the other way
 
 Seed k trains with `recipe.train.seed + k` (batch order, augmentation, calibration images) and
 initialises from `derive_seed(that seed, "standalone-init", arch_id)`. Each result is written
@@ -70,7 +77,7 @@ from nas.core.processes import worker_pool
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.fidelity.standalone import total_steps, train_standalone
-from nas.engine.fidelity.variant import choose_variant, may_compile
+from nas.engine.fidelity.variant import Variant, choose_variant, may_compile
 from search_spaces.base import ArchSpace
 
 # (config, arch, init seed) -> the static model to train; picklable (a module-level function)
@@ -91,14 +98,15 @@ class Task:
     macs: int
     params: int
     steps: int
-    compiled: bool
+    variant: Variant
     path: Path
     make_model: ModelFactory
 
     def expected(self) -> Expected:
         """What its cache record must say (`nas.engine.fidelity.ground_truth_records`)."""
         return Expected(self.arch, self.seed, self.recipe.train.seed + self.seed, self.macs, self.params,
-                        self.steps, self.compiled)
+                        self.steps, self.variant.compiled, "bf16" if self.variant.bf16 else "fp32",
+                        self.recipe.train.precision)
 
 
 # Space options added after ground truths were committed, left out of the digest at their
@@ -125,19 +133,28 @@ class GroundTruth:
         self.space_section = space_section(config)
         self.digest = recipe.digest(space=self.space_section)
         self.folder = Path(root) / f"{space.name}-{space.fingerprint()}" / f"{self.digest}-{recipe.length()}"
-        self._compiled: dict[str, bool] = {}
+        self._variants: dict[str, Variant] = {}
 
     def path(self, arch: Arch, seed: int) -> Path:
-        return (self.folder / "compiled" if self.compiled(arch) else self.folder) / f"{arch_id(arch)}-s{seed}.json"
+        variant, folder = self.variant(arch), self.folder
+        if variant.compiled:
+            folder = folder / "compiled"
+        if variant.bf16:
+            folder = folder / "bf16"
+        return folder / f"{arch_id(arch)}-s{seed}.json"
 
-    def compiled(self, arch: Arch) -> bool:
-        """Whether `arch` trains compiled under the recipe (`choose_variant` on one thread, as every
-        training runs; the model is built only when the rule may compile)."""
-        if arch_id(arch) not in self._compiled:
+    def variant(self, arch: Arch) -> Variant:
+        """How `arch` trains under the recipe (`choose_variant` of a ground truth on one thread, as
+        every training runs: in the recipe's precision; the model is built only when the rule may
+        compile it)."""
+        if arch_id(arch) not in self._variants:
             train = self.recipe.train
-            self._compiled[arch_id(arch)] = may_compile(train, self.steps, 1) and choose_variant(
-                self.make_model(self.config, arch, 0), train, self.steps, 1).compiled
-        return self._compiled[arch_id(arch)]
+            if may_compile(train, self.steps, 1):
+                variant = choose_variant(self.make_model(self.config, arch, 0), train, self.steps, 1, ground_truth=True)
+            else:
+                variant = Variant(train.channels_last, train.accelerate == "compiled", train.precision == "bf16")
+            self._variants[arch_id(arch)] = variant
+        return self._variants[arch_id(arch)]
 
     def cached(self, arch: Arch, seed: int) -> dict[str, Any] | None:
         """The stored result of (arch, seed), or None (also for an unreadable or invalid file)."""
@@ -151,7 +168,7 @@ class GroundTruth:
     def task(self, arch: Arch, seed: int) -> Task:
         macs, params = self.space.costs(arch)
         return Task(self.config, self.recipe, arch, seed, self.space.input_size(arch), macs, params, self.steps,
-                    self.compiled(arch), self.path(arch, seed), self.make_model)
+                    self.variant(arch), self.path(arch, seed), self.make_model)
 
     def collect(self, archs: Sequence[Arch], seeds: int, workers: int,
                 on_arch: Callable[[Arch, list[dict[str, Any]]], None], progress: bool = False) -> int:
@@ -212,7 +229,8 @@ def init_seed(train_seed: int, arch: Arch) -> int:
 def train_task(task: Task) -> dict[str, Any]:
     """Train one (arch, seed), write its cache file atomically, return its result."""
     # the variant its file stands for (the rule gives it anyway: this only makes it certain)
-    recipe = replace(task.recipe, train=replace(task.recipe.train, accelerate="compiled" if task.compiled else "eager"))
+    recipe = replace(task.recipe, train=replace(task.recipe.train, accelerate="compiled" if task.variant.compiled
+                                                else "eager", precision="bf16" if task.variant.bf16 else "fp32"))
     train_seed = recipe.train.seed + task.seed
     model = task.make_model(task.config, task.arch, init_seed(train_seed, task.arch))
     partial = partial_path(task.path)

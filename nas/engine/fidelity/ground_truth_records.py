@@ -7,12 +7,14 @@ a cache shared by several users (or copied from elsewhere) may hold files writte
 version, cut short, or edited by hand, and a wrong number in one would silently move every
 statistic computed from it.
 
-How the training ran (`memory_format`, `compiled`: `nas.engine.fidelity.variant`) is checked
-when present; records written before those fields existed were trained eager, in the memory
-format of their recipe's `train.channels_last`, and stay valid without them. A compiled training
-differs from an eager one in more than the last bits (by up to 0.5 points of top-1 on short
-runs), so compiled records are kept apart (`compiled/`, `nas.engine.fidelity.ground_truth`) and a
-record must say the variant its file stands for.
+How the training ran (`memory_format`, `compiled`, `precision`: `nas.engine.fidelity.variant`)
+is checked when present; records written before those fields existed were trained eager, in the
+memory format of their recipe's `train.channels_last` and the precision of its `train.precision`,
+and stay valid without them. A compiled training differs from an eager one in more than the
+last bits (by up to 0.5 points of top-1 on short runs), so compiled records are kept apart
+(`compiled/`, `nas.engine.fidelity.ground_truth`), and so are bf16 trainings (`bf16/`, only
+of a recipe saying `train.precision: bf16`: ground truths stay fp32 under `train.accelerate:
+auto`); a record must say the variant its file stands for.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ class Expected:
     params: int
     steps: int
     compiled: bool = False
+    precision: str = "fp32"           # what the training ran: "fp32" or "bf16" autocast
+    recipe_precision: str = "fp32"    # its recipe's `train.precision`: what records without the field ran
 
 
 def _is_int(value: Any, low: int) -> bool:
@@ -84,6 +88,10 @@ def _field_problem(record: Mapping[str, Any], expected: Expected) -> str | None:
     if record.get("compiled", False) != expected.compiled:
         return (f"'compiled' is {json.dumps(record.get('compiled', False))}, this file's training runs "
                 + ("compiled" if expected.compiled else "eager (compiled ones are kept in compiled/)"))
+    precision = record.get("precision", expected.recipe_precision)
+    if precision != expected.precision:
+        return (f"'precision' is {json_text(precision)}, this file's training runs {expected.precision}"
+                + (" (bf16 ones are kept in bf16/)" if expected.precision == "fp32" else ""))
     return None
 
 
@@ -93,6 +101,8 @@ def _variant_problem(record: Mapping[str, Any]) -> str | None:
         return f"'memory_format' must be 'channels_last' or 'contiguous', got {json_text(record['memory_format'])}"
     if "compiled" in record and not isinstance(record["compiled"], bool):
         return f"'compiled' must be true or false, got {json_text(record['compiled'])}"
+    if "precision" in record and record["precision"] not in ("fp32", "bf16"):
+        return f"'precision' must be 'fp32' or 'bf16', got {json_text(record['precision'])}"
     return None
 
 

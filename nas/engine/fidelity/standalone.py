@@ -9,16 +9,17 @@ gradient clipping. Inputs are resized to the arch's resolution as the supernet r
 Then BN statistics are recalibrated like a subnet's and test top-1 is measured with the
 preprocessing an export records (scale to [0, 1], bilinear resize without antialiasing,
 normalise; streamed data comes normalised and is resized after, the same up to rounding).
-The kernels (memory format, `torch.compile`) follow `train.accelerate` (`nas.engine.fidelity.variant`),
-and the result says which ran.
+The kernels (memory format, `torch.compile`, bf16 autocast) follow `train.accelerate` and
+`train.precision` (`nas.engine.fidelity.variant`), and the result says which ran: under `auto`
+a training here may run bf16 on a CPU with bf16 instructions (the export's fine-tune does); a
+ground truth pins its variant to its recipe's precision (`nas.engine.fidelity.ground_truth`).
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from nas.engine.data.sources import DataSource, InMemorySource, as_source
 from nas.engine.evaluator import Accuracy, accuracy, static_accuracy
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.fidelity.variant import Variant, choose_variant, forward_of
+from nas.engine.precision import bf16_autocast
 from nas.engine.training.schedule import build_scheduler
 from nas.engine.training.trainer import build_optimizer, clip_gradients
 
@@ -151,6 +153,7 @@ def train_alone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource
     data = as_source(data, recipe.data)
     total = total_steps(recipe, data)
     variant = choose_variant(model, cfg, total, torch.get_num_threads())
+    recipe = replace(recipe, train=replace(cfg, precision="bf16" if variant.bf16 else "fp32"))   # what train_step runs
     model = model.to(memory_format=variant.memory_format).train()
     forward = forward_of(model, variant)
     optimizer = build_optimizer(model, cfg)
@@ -206,8 +209,7 @@ def train_step(forward: Callable[[torch.Tensor], torch.Tensor], model: nn.Module
     loss and the cross-entropy against them by `distill_weight`. A non-finite loss leaves the
     weights as they were."""
     optimizer.zero_grad(set_to_none=True)
-    with (torch.autocast("cpu", dtype=torch.bfloat16) if recipe.train.precision == "bf16"
-          else contextlib.nullcontext()):
+    with bf16_autocast(recipe.train.precision == "bf16"):
         logits = forward(images)
     # int labels, or mixup/cutmix's soft targets: the strategy's label loss either way
     loss = F.cross_entropy(logits.float(), labels, label_smoothing=recipe.label_smoothing)

@@ -1,10 +1,13 @@
-"""How a standalone training runs: memory format and compilation (`train.accelerate`).
+"""How a standalone training runs: memory format, compilation and precision (`train.accelerate`).
 
 Kernels change the last bits of a training, so the variant is chosen by a fixed rule of
-(model, recipe, length, threads), never by timing at run time: one seed gives one result on
-one machine. `eager` keeps the plain loop in the memory format `train.channels_last` says;
-`compiled` also runs forward and backward through `torch.compile` (inductor); `auto` applies
-the rule of `choose_variant`.
+(model, recipe, length, threads, the CPU's instruction set), never by timing at run time: one
+seed gives one result on one machine. `eager` keeps the plain loop in the memory format
+`train.channels_last` says and the precision `train.precision` says; `compiled` also runs
+forward and backward through `torch.compile` (inductor); `auto` applies the rules of
+`choose_variant`: compiling when it pays back, and bf16 autocast instead of fp32 where this CPU
+has bf16 instructions and the model is of the kind measured faster with it, except for ground
+truths, which stay in their recipe's precision (`nas.engine.precision` says why).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import torch
 from torch import nn
 
 from nas.core.config import TrainConfig
+from nas.engine.precision import dense_convolutions_with_bn, trains_in_bf16
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class Variant:
 
     channels_last: bool
     compiled: bool
+    bf16: bool = False      # bf16 autocast of the forward pass (else fp32)
 
     @property
     def memory_format(self) -> torch.memory_format:
@@ -32,7 +37,8 @@ class Variant:
 
     def to_dict(self) -> dict[str, str | bool]:
         """What a ground-truth record says of how it was trained."""
-        return {"memory_format": "channels_last" if self.channels_last else "contiguous", "compiled": self.compiled}
+        return {"memory_format": "channels_last" if self.channels_last else "contiguous", "compiled": self.compiled,
+                "precision": "bf16" if self.bf16 else "fp32"}
 
 
 # `auto` compiles the training of a convolutional network with batch norm whose convolutions
@@ -46,17 +52,17 @@ class Variant:
 COMPILE_MIN_STEPS_PER_THREAD = 10_000
 
 
-def choose_variant(model: nn.Module, train: TrainConfig, steps: int, threads: int) -> Variant:
+def choose_variant(model: nn.Module, train: TrainConfig, steps: int, threads: int, *,
+                   ground_truth: bool = False) -> Variant:
     """The variant of training `model` for `steps` steps on `threads` threads under `train`:
     `train.channels_last`'s memory format; compiled when `train.accelerate` is `compiled`, or
-    `auto`, the rule above says compiling pays back and inductor has a C++ compiler to run."""
+    `auto`, the rule above says compiling pays back and inductor has a C++ compiler to run;
+    bf16 autocast where `nas.engine.precision.trains_in_bf16` says so (`train.precision`, or
+    under `auto` its rule, which leaves a `ground_truth` in its recipe's precision)."""
     compiled = may_compile(train, steps, threads)
     if compiled and train.accelerate == "auto":
-        modules = list(model.modules())
-        convs = [m for m in modules if isinstance(m, nn.Conv2d)]
-        compiled = (bool(convs) and all(m.groups == 1 for m in convs)
-                    and any(isinstance(m, nn.BatchNorm2d) for m in modules))
-    return Variant(train.channels_last, compiled)
+        compiled = dense_convolutions_with_bn(model)
+    return Variant(train.channels_last, compiled, trains_in_bf16(model, train, ground_truth=ground_truth))
 
 
 def may_compile(train: TrainConfig, steps: int, threads: int) -> bool:

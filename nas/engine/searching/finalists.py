@@ -5,9 +5,12 @@ The measure: the finalist's subnet is exported with the supernet's shared weight
 run is never changed), trained alone for `steps` optimiser steps (the run's optimiser with
 `lr`, cosine-decayed to 0, the run's gradient clipping, label-smoothed cross-entropy), then its
 BN statistics are recalibrated as the evaluator does and validation top-1 is measured (never
-the test split). Every finalist sees the same seeded batches, so the measure compares archs,
-not batch orders, and is a pure function of (run, arch, settings): the answer does not depend
-on which worker measured what, nor on a kill and a resume.
+the test split). Under `train.accelerate: auto` the fine-tune runs bf16 autocast where
+`nas.engine.precision` says it is faster (a batch-normed CNN with dense convolutions, on a CPU
+with bf16 instructions; `train.precision: bf16` asks for it anywhere), and each record says
+which (`finalist_precision`). Every finalist sees the same seeded batches, so the measure
+compares archs, not batch orders, and is a pure function of (run, arch, settings) on one machine:
+the answer does not depend on which worker measured what, nor on a kill and a resume.
 
 Files in the search folder: `finalists.jsonl` (one record per measured finalist, appended and
 fsynced as each finishes, with the checkpoint and step of the weights it was measured on; a
@@ -36,6 +39,7 @@ from nas.core.rng import derive_seed
 from nas.engine.bn import recalibrate_bn
 from nas.core.preprocessing import resize
 from nas.engine.evaluator import accuracy
+from nas.engine.precision import bf16_autocast, trains_in_bf16
 from nas.core.jsonl import append_record, read_records
 from nas.engine.searching.request import FINETUNE_LR, FINETUNE_STEPS, Source
 from nas.engine.training.trainer import build_optimizer, clip_gradients
@@ -65,14 +69,16 @@ class Finetune:
 Measure = Callable[[Any, Arch, Finetune], Mapping[str, float]]
 
 
-def finetune_top1(run: Any, arch: Arch, settings: Finetune) -> dict[str, float]:
-    """`{"finalist_top1", "finalist_top5"}` of `arch` after `settings.steps` steps of training
-    alone from the run's shared weights (a copy), BN recalibration and validation (see the
-    module docstring). `run` is a `nas.engine.run.Run`."""
+def finetune_top1(run: Any, arch: Arch, settings: Finetune) -> dict[str, float | str]:
+    """`{"finalist_top1", "finalist_top5", "finalist_precision"}` of `arch` after `settings.steps`
+    steps of training alone from the run's shared weights (a copy), BN recalibration and
+    validation (see the module docstring). `run` is a `nas.engine.run.Run`."""
     cfg = run.config.train
     size = run.space.input_size(arch)
     memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-    model = run.export_model(arch).to(memory_format=memory_format).train()
+    model = run.export_model(arch)
+    bf16 = trains_in_bf16(model, cfg)
+    model = model.to(memory_format=memory_format).train()
     optimizer = build_optimizer(model, replace(cfg, optimizer=replace(cfg.optimizer, lr=settings.lr)))
     seed = derive_seed(settings.seed, "finalists")
     with torch.random.fork_rng(devices=[]):
@@ -81,7 +87,8 @@ def finetune_top1(run: Any, arch: Arch, settings: Finetune) -> dict[str, float]:
             for group in optimizer.param_groups:
                 group["lr"] = settings.lr * 0.5 * (1 + math.cos(math.pi * step / settings.steps))
             optimizer.zero_grad(set_to_none=True)
-            logits = model(resize(images, size).contiguous(memory_format=memory_format))
+            with bf16_autocast(bf16, images.device.type):
+                logits = model(resize(images, size).contiguous(memory_format=memory_format))
             loss = F.cross_entropy(logits.float(), labels, label_smoothing=LABEL_SMOOTHING)
             if not torch.isfinite(loss):
                 raise SearchError(f"finalists: non-finite loss fine-tuning a finalist at step {step}")
@@ -93,7 +100,8 @@ def finetune_top1(run: Any, arch: Arch, settings: Finetune) -> dict[str, float]:
         recalibrate_bn(model, [resize(x, size) for x in evaluator.calibration_inputs()])
     model.eval()
     result = accuracy(model, ((resize(x, size), y) for x, y in evaluator.batches("val")))
-    return {"finalist_top1": result.top1, "finalist_top5": result.top5}
+    return {"finalist_top1": result.top1, "finalist_top5": result.top5,
+            "finalist_precision": "bf16" if bf16 else "fp32"}
 
 
 def _train_batches(data: Any, batch_size: int, seed: int, steps: int):
@@ -231,8 +239,8 @@ def _fraction(value: Any) -> bool:
 
 
 def _measures(stored: Record) -> Record:
-    return {key: stored[key] for key in ("finalist_top1", "finalist_top5", "finalist_seconds", "measure")
-            if key in stored}
+    return {key: stored[key] for key in ("finalist_top1", "finalist_top5", "finalist_precision", "finalist_seconds",
+                                         "measure") if key in stored}
 
 
 def _one(run: Any, record: Record, settings: Finetune, measure: Measure) -> Record:
@@ -244,7 +252,7 @@ def _one(run: Any, record: Record, settings: Finetune, measure: Measure) -> Reco
                           "expected a fraction in [0, 1]")
     return {"arch_id": record["arch_id"], "arch": record["arch"], "rank": record["rank"],
             "score": record.get("score"), "score_value": record["score_value"],
-            **{key: float(v) for key, v in values.items()}, "measure": settings.to_dict(),
+            **{key: v if isinstance(v, str) else float(v) for key, v in values.items()}, "measure": settings.to_dict(),
             "finalist_seconds": round(time.perf_counter() - start, 3)}
 
 

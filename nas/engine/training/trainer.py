@@ -43,6 +43,7 @@ from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, as_source
 from nas.engine.distributed import DistEnv, all_reduce_mean
 from nas.engine.evaluator import Evaluator
+from nas.engine.precision import bf16_cpu_warning
 from nas.engine.data.importance import check_sampling, data_importance
 from nas.core.jsonl import append_record, keep_records
 from nas.engine.run_dir import RunDir
@@ -140,8 +141,7 @@ class Trainer:
         self._stop_signal: int | None = None
         self.restructures: list[tuple[int, Restructure]] = []   # (step, change) of this process's restructures
         if self.train_cfg.precision == "bf16" and self.device.type == "cpu":
-            warnings.warn("train.precision: bf16 autocast on CPU is usually slower than fp32 (BENCHMARKS.md)",
-                          stacklevel=2)
+            warnings.warn(bf16_cpu_warning(), stacklevel=2)
 
     # -- setup --------------------------------------------------------------------------
     def _build(self) -> None:

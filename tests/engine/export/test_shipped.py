@@ -251,3 +251,19 @@ def test_a_distilled_finetune_learns_from_the_max_subnet_and_says_so(trained, tm
     assert tuned.record["distill"] is True and len(seen) == 3
     for targets in seen:      # the max subnet's probabilities, one row per image
         assert targets is not None and torch.allclose(targets.sum(1), torch.ones(len(targets)), atol=1e-5)
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_the_finetune_takes_bf16_where_auto_chooses_it_and_records_it(trained, tmp_path, monkeypatch, has_bf16):
+    """The fine-tune is not a ground truth: under `train.accelerate: auto` it runs the bf16 rule
+    (here made to hold for the tiny run's network and this CPU) and its record says the precision."""
+    from nas.engine import precision
+
+    run = api.load_run(copy_run(trained, "tiny", tmp_path / "runs") / "tiny", device="cpu")
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
+    monkeypatch.setattr(precision, "dense_convolutions_with_bn", lambda model: True)
+    autocast, real_autocast = [], torch.autocast
+    monkeypatch.setattr(torch, "autocast", lambda *a, **k: autocast.append(k) or real_autocast(*a, **k))
+    tuned = finetune_subnet(run, run.space.min(), FinetuneConfig(length=2, lr=0.05), progress=False)
+    assert tuned.record["precision"] == ("bf16" if has_bf16 else "fp32")
+    assert autocast == ([{"dtype": torch.bfloat16}] * 2 if has_bf16 else [])

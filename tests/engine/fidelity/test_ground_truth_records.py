@@ -54,6 +54,7 @@ def _record() -> tuple[dict, Expected]:
     ({"torch": 2}, "'torch' must be a string, got 2"),
     ({"memory_format": "nhwc"}, "'memory_format' must be 'channels_last' or 'contiguous', got 'nhwc'"),
     ({"compiled": 1}, "'compiled' must be true or false, got 1"),
+    ({"precision": "fp16"}, "'precision' must be 'fp32' or 'bf16', got 'fp16'"),
 ])
 def test_every_field_is_checked(change, problem):
     record, expected = _record()
@@ -208,3 +209,40 @@ def test_the_shipped_configs_still_name_their_committed_ground_truths(config, fo
     root = Path(__file__).resolve().parents[3] / "benchmarks" / "ground_truth"
     truth = recipe_ground_truth(loaded, api.build_space(loaded), api.standalone_model, root, None, None)
     assert truth.folder == root / folder and any(truth.folder.glob("*-s0.json"))
+
+
+def test_ground_truths_stay_fp32_under_auto_and_bf16_ones_are_kept_apart(monkeypatch, tmp_path):
+    """On a CPU with bf16 instructions `auto` still trains a ground truth of cell201 in fp32 (where
+    the fp32 records are, reused as before); a recipe saying `train.precision: bf16` trains into
+    bf16/; a record of one precision is never read as the other, and records older than the
+    precision field count as their recipe's precision."""
+    from nas.engine import precision
+    from nas.engine.fidelity.ground_truth import train_task
+    from nas.engine.fidelity.runner import recipe_ground_truth
+
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    configs = {precision: load_config(tiny_config(space="cell201", steps=2, precision=precision))
+               for precision in ("fp32", "bf16")}
+    space = api.build_space(configs["fp32"])
+    arch = space.max()
+    fp32, bf16 = (recipe_ground_truth(configs[p], space, api.standalone_model, tmp_path, None, None)
+                  for p in ("fp32", "bf16"))
+    assert fp32.path(arch, 0) == fp32.folder / f"{arch_id(arch)}-s0.json"
+    assert bf16.path(arch, 0) == bf16.folder / "bf16" / f"{arch_id(arch)}-s0.json"
+    records = {}
+    for truth in (fp32, bf16):
+        task = truth.task(arch, 0)
+        task.path.parent.mkdir(parents=True)
+        records[truth] = train_task(task)
+        assert truth.cached(arch, 0) == records[truth]
+    assert records[fp32]["precision"] == "fp32" and records[bf16]["precision"] == "bf16"
+    fp32.path(arch, 0).write_text(json.dumps(records[bf16]))       # a bf16 record copied where fp32 ones live
+    assert fp32.cached(arch, 0) is None
+    wanted_fp32, wanted_bf16 = fp32.task(arch, 0).expected(), bf16.task(arch, 0).expected()
+    assert record_problem(records[bf16], wanted_fp32) == (
+        "'precision' is 'bf16', this file's training runs fp32 (bf16 ones are kept in bf16/)")
+    assert record_problem(records[fp32], wanted_bf16) == "'precision' is 'fp32', this file's training runs bf16"
+    older = {k: v for k, v in records[fp32].items() if k != "precision"}
+    assert record_problem(older, wanted_fp32) is None       # before the field: its recipe's fp32
+    older_bf16 = {k: v for k, v in records[bf16].items() if k != "precision"}
+    assert record_problem(older_bf16, wanted_bf16) is None

@@ -1,6 +1,7 @@
 """The standalone trainer's variant (`train.accelerate`): channels_last and torch.compile follow
 the eager loss curve, a seed gives one result per variant, and the choice is a fixed rule that
-`eager` overrides."""
+`eager` overrides; under `auto`, bf16 autocast only on a CPU with bf16 instructions, for the
+spaces measured faster with it, and never for a ground truth."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,6 +13,7 @@ from torch import nn
 from nas import api
 from nas.core.config import load_config
 from nas.engine.data.build import build_source
+from nas.engine import precision
 from nas.engine.fidelity import standalone, variant
 from nas.engine.fidelity.recipe import load_recipe
 from nas.engine.fidelity.variant import Variant, choose_variant, forward_of
@@ -64,6 +66,7 @@ def test_channels_last_and_compiled_steps_follow_the_eager_loss_curve():
 
 
 def test_the_rule_compiles_long_trainings_of_plain_convolutions_only(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)     # fp32, as on a CPU without bf16 instructions
     cnn, mlp = _small_cnn(), nn.Sequential(nn.Flatten(), nn.Linear(144, 10))
     patches = nn.Sequential(nn.Conv2d(1, 8, 4, stride=4), nn.Flatten(), nn.LayerNorm(72))    # a ViT's stem
     depthwise = nn.Sequential(nn.Conv2d(1, 4, 1), nn.Conv2d(4, 4, 3, groups=4), nn.Flatten())
@@ -96,6 +99,7 @@ def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
 
     monkeypatch.setattr(variant, "COMPILE_MIN_STEPS_PER_THREAD", 1)
     monkeypatch.setattr(variant.torch, "compile", spy)
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)     # auto and eager: both fp32
     results = {}
     for accelerate in ("auto", "eager"):
         recipe = _recipe(space="cell201", accelerate=accelerate)
@@ -106,3 +110,45 @@ def test_eager_forces_the_plain_loop_where_auto_compiles(monkeypatch):
     assert results["auto"].to_dict()["compiled"] is True and results["eager"].to_dict()["compiled"] is False
     assert results["eager"].to_dict()["memory_format"] == "channels_last"
     assert results["auto"].test_top1 == results["eager"].test_top1     # the spy's forward is the model's
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_auto_trains_in_bf16_only_the_spaces_measured_faster_on_a_cpu_with_bf16_instructions(monkeypatch, has_bf16):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
+    picked = {}
+    for space in ("cell201", "mobilenetv3", "vit"):
+        config = load_config(tiny_config(space=space))
+        arch = api.build_space(config).max()
+        for accelerate in ("auto", "eager", "compiled"):
+            train = _recipe(space=space, accelerate=accelerate).train
+            picked[space, accelerate] = choose_variant(api.standalone_model(config, arch, 0), train, STEPS, 1).bf16
+    # BENCHMARKS.md §23: cell201 faster in bf16; MobileNetV3 (depthwise) and ViT slower
+    assert picked == {(space, accelerate): has_bf16 and space == "cell201" and accelerate == "auto"
+                      for space, accelerate in picked}
+    cell201 = load_config(tiny_config(space="cell201"))
+    model = api.standalone_model(cell201, api.build_space(cell201).max(), 0)
+    auto = _recipe(space="cell201").train
+    assert not choose_variant(model, auto, STEPS, 1, ground_truth=True).bf16      # ground truths stay fp32
+    for accelerate in ("auto", "eager", "compiled"):       # an explicit bf16 recipe trains in bf16 everywhere
+        explicit = _recipe(space="cell201", accelerate=accelerate, precision="bf16").train
+        assert all(choose_variant(model, explicit, STEPS, 1, ground_truth=truth).bf16 for truth in (False, True))
+    assert not choose_variant(model.to("meta"), auto, STEPS, 1).bf16    # off the CPU: CPU autocast is not its
+
+
+def test_a_bf16_training_runs_under_autocast_and_says_so(monkeypatch):
+    """The variant's bf16 reaches the step: `auto` on a bf16 CPU trains cell201 under autocast
+    (its losses differ from fp32's in more than the last bits) and records precision bf16."""
+    config = load_config(tiny_config(space="cell201"))
+    arch = api.build_space(config).max()
+    results = {}
+    for has_bf16 in (True, False):
+        monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
+        recipe = _recipe(space="cell201")
+        autocast, real_autocast = [], torch.autocast
+        monkeypatch.setattr(torch, "autocast", lambda *a, **k: autocast.append(k) or real_autocast(*a, **k))
+        model = api.standalone_model(config, arch, 5)
+        results[has_bf16] = standalone.train_standalone(model, recipe, build_source(recipe.data), 0,
+                                                        resolution=api.build_space(config).input_size(arch))
+        assert autocast == ([{"dtype": torch.bfloat16}] * STEPS if has_bf16 else [])
+        monkeypatch.setattr(torch, "autocast", real_autocast)
+    assert results[True].to_dict()["precision"] == "bf16" and results[False].to_dict()["precision"] == "fp32"

@@ -157,6 +157,27 @@ def test_the_fine_tune_is_a_pure_function_of_the_arch_and_workers_agree(trained,
     assert here.winner["arch_id"] == spawned.winner["arch_id"]
 
 
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_a_finalist_is_fine_tuned_in_bf16_where_auto_chooses_it_and_says_so(trained, tmp_path, monkeypatch, has_bf16):
+    """Finalists are no ground truth: under `train.accelerate: auto` their fine-tune runs the bf16
+    rule (here made to hold for the tiny run's network and this CPU), and each record says which."""
+    import torch
+
+    from nas.engine import precision
+
+    run = api.load_run("tiny", copy_run(trained, "tiny", tmp_path))
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
+    monkeypatch.setattr(precision, "dense_convolutions_with_bn", lambda model: True)
+    autocast, real_autocast = [], torch.autocast
+    monkeypatch.setattr(torch, "autocast", lambda *a, **k: autocast.append((a, k)) or real_autocast(*a, **k))
+    records = [{"trial": 0, "arch": run.space.min(), "arch_id": arch_id(run.space.min()), "macs": 1, "params": 0,
+                "score_value": 0.0}]
+    result = run_finalists(run, records, 1, tmp_path / "s", settings=Finetune(steps=2), progress=False)
+    assert result.winner["finalist_precision"] == ("bf16" if has_bf16 else "fp32")
+    assert _lines(tmp_path / "s" / "finalists.jsonl")[0]["finalist_precision"] == result.winner["finalist_precision"]
+    assert autocast == ([(("cpu",), {"dtype": torch.bfloat16})] * 2 if has_bf16 else [])
+
+
 def test_cli_finalists_and_the_summary_of_a_search_folder(trained, favours_min, truthful, tmp_path, capsys):
     runs = copy_run(trained, "tiny", tmp_path)
     out = tmp_path / "s"

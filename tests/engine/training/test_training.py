@@ -184,3 +184,26 @@ def test_a_batch_the_ranks_cannot_share_is_found_before_training():
     with pytest.raises(DataError, match=r"^train\.batch_size: 64 is not divisible by the 3 ranks \(world size\)$"):
         check_fits(config, api.build_strategy(config), source, world_size=3)
     check_fits(config, api.build_strategy(config), source, world_size=2)
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_bf16_on_a_cpu_warns_with_what_was_measured(tmp_path, monkeypatch, has_bf16):
+    """The supernet trainer keeps `train.precision` as given; bf16 on a CPU warns with the measured
+    step times (BENCHMARKS.md §23) and whether this CPU has bf16 instructions."""
+    import warnings
+
+    from nas.engine.data.datasets import load_dataset
+    from nas.engine import precision
+
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
+    splits = load_dataset("fashion_mnist", val_size=512, train_size=1024)
+    caught = {}
+    for asked in ("bf16", "fp32"):
+        config = load_config(tiny_config(precision=asked))
+        with warnings.catch_warnings(record=True) as caught[asked]:
+            warnings.simplefilter("always")
+            Trainer(config, api.build_strategy(config), splits, RunDir(tmp_path / asked), progress=False)
+    said = [str(w.message) for w in caught["bf16"] if "bf16" in str(w.message)]
+    assert said == [precision.bf16_cpu_warning()] and precision.BF16_MEASURED in said[0]
+    assert said[0].endswith("this CPU has bf16 instructions" if has_bf16 else "this CPU lacks bf16 instructions")
+    assert not [w for w in caught["fp32"] if "bf16" in str(w.message)]
