@@ -1,7 +1,8 @@
 """Errors name the caller's words: the Python API's parameter below the CLI, the flag at the CLI.
 
-The layers below the CLI raise `max_macs: ...`; `nas.cli` rewrites a line's leading parameter
-into the flag argparse gives it (`--max-macs: ...`), so each layer names only what it knows.
+The layers below the CLI raise `max_macs: ...` with fixes that refer to parameters by markers
+(`{out}`); `nas.core.wording.render` words them for the Python API (`out=`) and, with the CLI's
+`FlagWords`, for the CLI (`--max-macs: ...`, `--out`), so each layer names only what it knows.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 
 from nas import api, cli
 from nas.core.errors import ConfigError, PathError, RegistryError
+from nas.core.wording import command as suggest
+from nas.core.wording import render
 from tests.support.safety import one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,14 +59,22 @@ def test_fidelity_names_its_own_parameters_where_its_flags_differ(trained, tmp_p
                    f"nas fidelity: error: --ground-truth: {tmp_path / 'file'} is a file, not a folder")
 
 
-def test_with_flags_rewrites_only_a_leading_parameter_of_each_line():
-    flags = cli.flag_names(cli.command_parser(cli.build_parser(), "search"))
-    assert cli.with_flags("max_macs: too big\nscore auto: supernet (in /a: b)\nstorage: x", flags) == \
-        "--max-macs: too big\n--score auto: supernet (in /a: b)\n--storage: x"
-    assert cli.with_flags("workers: worker 1: max_params: no", flags) == "--workers: worker 1: --max-params: no"
+def test_render_words_a_leading_parameter_and_the_markers_for_each_front_end():
+    cli_words = cli.FlagWords(cli.build_parser(), "search")
+    text = "max_macs: too big\nscore auto: supernet (in /a: b)\nstorage: x; use another {out}"
+    assert render(text, cli_words) == "--max-macs: too big\n--score auto: supernet (in /a: b)\n--storage: x; use another --out"
+    assert render(text) == text.replace("{out}", "out=")
+    assert render("workers: worker 1: max_params: no", cli_words) == "--workers: worker 1: --max-params: no"
+    switches = "with {resume=True} {checkpoint=best.pt}, or {predict_missing=True} {trials=12}"
+    assert render(switches, cli_words) == "with --resume --checkpoint best.pt, or --predict-missing --trials 12"
+    assert render(switches) == "with resume=True checkpoint='best.pt', or predict_missing=True trials=12"
+    suggestion = suggest("train", "runs/a b.yaml", name="a", resume=True)
+    assert render(suggestion, cli_words) == "nas train 'runs/a b.yaml' --name a --resume"
+    assert render(suggestion) == "nas.api.train(nas.api.load_config('runs/a b.yaml'), name='a', resume=True)"
     for kept in ("RUN: /x is not a run", "run.yaml: data.root: missing", "unknown: max_macs: x", "seed is 3",
-                 "/tmp/out: no such file", "macs 5M > max_macs 4M"):
-        assert cli.with_flags(kept, flags) == kept
+                 "/tmp/out: no such file", "macs 5M > max_macs 4M", "strategy.sampler: {name: shiftnas}",
+                 "got {'a': 1}"):
+        assert render(kept, cli_words) == kept and render(kept) == kept
 
 
 def test_every_api_parameter_has_a_flag_of_its_command():
