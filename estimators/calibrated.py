@@ -30,6 +30,7 @@ from nas.core.errors import ConfigError
 from nas.core.files import write_json
 from nas.core.ranks import average_ranks, kendall_tau_b
 from nas.core.registry import ESTIMATORS
+from nas.core.wording import command
 
 # Leave-one-out over fewer archs leaves too few pairs to tell a fit from chance (at 8 archs,
 # 28 pairs, a tau must pass about 0.57 to be significant at 5%), and the ridge would have
@@ -142,7 +143,7 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
-        """Read a model `save` wrote; anything else is a `ConfigError` naming `--score` and the path."""
+        """Read a model `save` wrote; anything else is a `ConfigError` naming `score` and the path."""
         try:
             data = json.loads(Path(path).read_text())
             if data.get("format") != FORMAT:
@@ -229,7 +230,7 @@ class Calibrated(Estimator):
 def load_calibration(context: EstimatorContext) -> Calibration:
     """The run's calibrated model (read once per context); a missing one is a one-line error
     saying how to fit it."""
-    how = "fit it on a fidelity ground truth with `nas fidelity RUN --estimators ...,calibrated`"
+    how = f"fit it on a fidelity ground truth with `{command('fidelity', 'RUN', estimators='...,calibrated')}`"
     if context.run_dir is None:
         raise ConfigError(f"score: 'calibrated' needs a trained run with a fitted model; {how}")
     path = calibration_path(context.run_dir)

@@ -12,25 +12,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import shlex
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from nas.core.amounts import format_amount
 from nas.core.errors import ConfigError, NasError
 from nas.core.registry import SUPERNET_SCORE
-from nas.core.wording import wording
+from nas.core.wording import Words, render, wording
 
 MAX_ERROR_LINES = 3
 # Python API parameters whose flag has another dest (the rest share the flag's dest: `max_macs`).
 API_PARAM_DESTS = {"ground_truth_dir": "ground_truth", "export_format": "format", "overrides": "set",
-                   "options": "option"}
-# A line that starts with a parameter name, alone (`max_macs: ...`) or qualified (`score auto: ...`).
-_LEADING_PARAM = re.compile(r"^([a-z][a-z0-9_]*)(?=:| [^:]*:)")
-# A worker's own error quoted by a shared search (`workers: worker 0: max_params: ...`).
-_WORKER_PARAM = re.compile(r"(\bworker \d+: )([a-z][a-z0-9_]*)(?=:)")
+                   "options": "option", "priors": "prior"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,18 +45,26 @@ def flag_names(parser: argparse.ArgumentParser) -> dict[str, str]:
     return flags
 
 
-def with_flags(text: str, flags: dict[str, str]) -> str:
-    """`text` (an error or note of the layers below, one problem a line) with the parameter that
-    starts a line (or a worker's error it quotes) named by its flag: `max_macs: ...` ->
-    `--max-macs: ...`. The layers below name parameters of the Python API; only the CLI knows
-    its flags."""
-    def rename(match: re.Match[str]) -> str:
-        return flags.get(match.group(1), match.group(1))
+class FlagWords(Words):
+    """The CLI's words for what the layers below write (`nas.core.wording`): a parameter by the
+    flag of `command` that gives it (`max_macs: ...` -> `--max-macs: ...`, `{out}` -> `--out`),
+    a suggested command by its command line."""
 
-    def rename_quoted(match: re.Match[str]) -> str:
-        return match.group(1) + flags.get(match.group(2), match.group(2))
-    return "\n".join(_WORKER_PARAM.sub(rename_quoted, _LEADING_PARAM.sub(rename, line, count=1))
-                     for line in text.split("\n"))
+    def __init__(self, parser: argparse.ArgumentParser, command: str):
+        self.parser, self.flags = parser, flag_names(command_parser(parser, command))
+
+    def param(self, name: str) -> str:
+        return self.flags.get(name, name)
+
+    def ref(self, name: str, value: str | None) -> str:
+        flag = self.flags.get(name, f"--{name.replace('_', '-')}")
+        return flag if value is None or value == "True" else f"{flag} {value}"
+
+    def command(self, name: str, args: Sequence[str], params: Mapping[str, str]) -> str:
+        flags = flag_names(command_parser(self.parser, name))
+        named = {k: flags.get(k, f"--{k.replace('_', '-')}") for k in params}
+        options = [named[k] if v == "True" else f"{named[k]} {shlex.quote(v)}" for k, v in params.items()]
+        return " ".join(["nas", name, *map(shlex.quote, args), *options])
 
 
 def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
@@ -226,7 +230,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         progress=not args.quiet, score=args.score, finalists=args.finalists, finalist_steps=args.finalist_steps,
         latency_table=args.latency_table, predict_missing=args.predict_missing, ships=args.ships)
     for note in result.notes:
-        print(f"note: {with_flags(note, args.flags)}", file=sys.stderr)
+        print(f"note: {render(note, args.words)}", file=sys.stderr)
     if args.json:
         _print_json(result.to_json())
     else:
@@ -539,16 +543,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     func: Callable[[argparse.Namespace], int] = args.func
-    args.flags = flag_names(command_parser(parser, args.command))
+    args.words = FlagWords(parser, args.command)
     def one_line_warning(message, *_args, **_kwargs) -> None:
         print(f"nas {args.command}: warning: {message}", file=sys.stderr)
 
     try:
-        with wording(lambda text: with_flags(text, args.flags)), warnings.catch_warnings():
+        with wording(args.words), warnings.catch_warnings():
             warnings.showwarning = one_line_warning
             return func(args)
     except NasError as e:
-        lines = [with_flags(line, args.flags) for line in e.lines()]
+        lines = [render(line, args.words) for line in e.lines()]
         if len(lines) > MAX_ERROR_LINES:
             lines = lines[: MAX_ERROR_LINES - 1] + [f"... and {len(lines) - MAX_ERROR_LINES + 1} more problems"]
         for line in lines:

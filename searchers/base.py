@@ -96,7 +96,7 @@ def check_settings(stored: Mapping[str, Any], current: Mapping[str, Any], where:
     diffs = [f"{key} {clip(before(key), 40)} there, {clip(current[key], 40)} now"
              for key in current if before(key) != current[key]]
     if diffs:
-        raise SearchError(f"{where} was run with other settings ({'; '.join(diffs)}); {fix}")
+        raise SearchError(f"{where} was run with other settings ({'; '.join(diffs)})", fix=fix)
 
 
 def merge_options(given: Any, resolved: Any, stored: Mapping[str, Any] | None, where: str, fix: str) -> Any:
@@ -111,7 +111,7 @@ def merge_options(given: Any, resolved: Any, stored: Mapping[str, Any] | None, w
                  for f in dataclasses.fields(given)
                  if getattr(given, f.name) is not None and stored.get(f.name) != getattr(given, f.name)]
     if conflicts:
-        raise SearchError(f"{where} was run with other options ({'; '.join(conflicts)}); {fix}")
+        raise SearchError(f"{where} was run with other options ({'; '.join(conflicts)})", fix=fix)
     known = {f.name for f in dataclasses.fields(resolved)}
     return dataclasses.replace(resolved, **{k: v for k, v in stored.items() if k in known})
 
@@ -127,7 +127,7 @@ class Searcher(abc.ABC):
         self.space = context.space
         self.options = merge_options(options, self.resolve_options(options, context.trials),
                                      context.stored_options, f"the search in {context.out_dir}",
-                                     "resume with the same options or use another --out")
+                                     "resume with the same options or use another {out}")
 
     @classmethod
     def resolve_options(cls, options: Any, trials: int) -> Any:

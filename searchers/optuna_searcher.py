@@ -45,7 +45,7 @@ DEFAULT_STUDY = "search"
 POLL_SECONDS = 0.2
 ASK_TIMEOUT = 60.0  # longest wait for another worker's ask in progress (a loaded machine stalls it for seconds)
 WAIT_TIMEOUT = 6 * 3600.0  # longest wait for other workers' running trials near the end
-_FIX = "resume with the same settings, or use another --study (or --out)"
+_FIX = "resume with the same settings, or use another {study} (or {out})"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def read_arch_file(path: str | Path) -> Arch | str:
     `arch`, a string that a space reads as an arch (e.g. a NAS-Bench-201 string), returned as is."""
     path = Path(path)
     if not path.is_file():
-        raise ArchError(f"--arch: {path}: no such file (give max, min or a YAML/JSON arch file)")
+        raise ArchError(f"{path}: no such file (give max, min or a YAML/JSON arch file)", param="arch")
     try:
         data = yaml_io.load_mapping(path)
     except ConfigError as e:

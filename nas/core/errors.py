@@ -3,10 +3,12 @@
 The CLI prints a `NasError` as one line per problem (at most three) and exits with its
 `exit_code` (2: bad input). An `OSError` that reaches the CLI (a disk that filled up while
 writing, an I/O error) is printed as one line naming its path and exits 1: paths the user
-gives are checked first and reported as `NasError`s naming the flag. Anything else is an
-internal failure (exit code 1, with a traceback).
+gives are checked first and reported as `NasError`s naming the parameter (the CLI: its flag).
+Anything else is an internal failure (exit code 1, with a traceback).
 """
 from __future__ import annotations
+
+from nas.core.wording import PYTHON, Words, render
 
 MAX_ECHO = 80
 
@@ -54,23 +56,44 @@ def int_problems(minimum: int, **values: object) -> list[str]:
     return [problem for key, value in values.items() if (problem := _int_problem(key, value, minimum)) is not None]
 
 
+def compose(param: str | None, problem: str, fix: str | None) -> str:
+    """`param: problem; fix`, without the parts that are None."""
+    return (f"{param}: " if param else "") + problem + (f"; {fix}" if fix else "")
+
+
 class NasError(Exception):
-    """Base class of all errors `nas` reports to users."""
+    """Base class of all errors `nas` reports to users: the Python API parameter it is about
+    (`param`, or named at the start of `problem`), the problem, and how to fix it (`fix`). Their
+    `{name}` and `command` markers are worded by each front end (`nas.core.wording`): `str()`
+    gives the Python API's words, the CLI prints `render(its_words)`."""
 
     exit_code = 2
     label = "error"     # what the CLI prints before the message
 
+    def __init__(self, problem: str = "", *, param: str | None = None, fix: str | None = None):
+        super().__init__(problem)
+        self.problem, self.param, self.fix = problem, param, fix
+
     def lines(self) -> list[str]:
-        """The problems as one line each, as the CLI prints them."""
-        return [str(self)]
+        """The problems as one line each, before a front end words them."""
+        return [compose(self.param, self.problem, self.fix)]
+
+    def render(self, words: Words = PYTHON) -> str:
+        """The problems, one a line, in `words`."""
+        return "\n".join(render(line, words) for line in self.lines())
+
+    def __str__(self) -> str:
+        return self.render()
 
 
 class ConfigError(NasError):
     """Bad configuration: one or more problems, each `FILE: key.path: problem`."""
 
-    def __init__(self, problems: list[str] | str):
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
+    def __init__(self, problems: list[str] | str, *, param: str | None = None, fix: str | None = None):
+        given = [problems] if isinstance(problems, str) else list(problems)
+        self.problems = [compose(param, problem, fix) for problem in given]
         super().__init__("\n".join(self.problems))
+        self.problem, self.param, self.fix = "\n".join(given), param, fix
 
     def lines(self) -> list[str]:
         return self.problems
@@ -97,7 +120,7 @@ class RunError(NasError):
 
 
 class PathError(NasError):
-    """A folder or file the user named that cannot be written or read as asked (names the flag)."""
+    """A folder or file the user named that cannot be written or read as asked (names the parameter)."""
 
 
 class SearchError(NasError):

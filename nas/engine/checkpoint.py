@@ -97,7 +97,7 @@ def fallback_hint(path: Path) -> str:
     """What to try instead of the checkpoint at `path`: the run's other one, if it exists."""
     other = path.with_name(BEST if path.name != BEST else LAST)
     if other.is_file():
-        return f"use the other checkpoint with --checkpoint {other.name}"
+        return f"use the other checkpoint with {{checkpoint={other.name}}}"
     return f"{path.parent} holds no other checkpoint; train the run again"
 
 

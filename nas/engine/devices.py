@@ -33,7 +33,7 @@ def resolve_device(text: str | torch.device | None, flag: str = "device") -> tor
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ConfigError(f"{flag}: {text}: CUDA is not available here (torch {torch.__version__}, "
-                          f"torch.cuda.is_available() is False); use --device cpu")
+                          "torch.cuda.is_available() is False); use {device=cpu}")
     count = torch.cuda.device_count()
     index = int(match.group(2)) if match.group(2) is not None else torch.cuda.current_device()
     if index >= count:

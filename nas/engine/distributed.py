@@ -42,7 +42,7 @@ def detect(device: str | torch.device | None = None) -> DistEnv:
             CUDA choice means `cuda:LOCAL_RANK`, so it must not name an index.
 
     Raises:
-        ConfigError: naming `--device` when the device is unusable.
+        ConfigError: naming `device` when the device is unusable.
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
@@ -50,7 +50,7 @@ def detect(device: str | torch.device | None = None) -> DistEnv:
     if world > 1 and chosen.type == "cuda":
         if device is not None and ":" in str(device):
             raise ConfigError(f"device: {device}: under torchrun each rank uses cuda:LOCAL_RANK; "
-                              f"pass --device cuda (or cpu)")
+                              "pass {device=cuda} (or cpu)")
         chosen = resolve_device(f"cuda:{local}", f"device (LOCAL_RANK {local})")
     return DistEnv(rank, world, local, str(chosen))
 

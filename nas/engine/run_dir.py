@@ -108,13 +108,13 @@ def check_resume(run: RunDir, resume: bool, checkpoint: str = LAST) -> str | Non
     """
     if not resume:
         if checkpoint != LAST:
-            raise ConfigError("checkpoint: only with --resume (which checkpoint to continue from)")
+            raise ConfigError("only with {resume=True} (which checkpoint to continue from)", param="checkpoint")
         if _has_files(run.root):
-            raise RunError(f"name: {run.root} already exists; continue it with --resume or choose another --name")
+            raise _exists(run)
         return None
     check_name(checkpoint, "checkpoint")
     if not run.config.is_file():
-        raise RunError(f"resume: no run at {run.root} to resume (train it first without --resume)")
+        raise RunError(f"no run at {run.root} to resume (train it first without {{resume=True}})", param="resume")
     if (run.checkpoints / checkpoint).is_file():
         return checkpoint
     present = sorted(p.name for p in run.checkpoints.glob("*.pt")) if run.checkpoints.is_dir() else []
@@ -122,9 +122,14 @@ def check_resume(run: RunDir, resume: bool, checkpoint: str = LAST) -> str | Non
     if checkpoint == LAST and not present and not logged:
         return None
     there = ", ".join(present) if present else "no checkpoint, but metrics.jsonl"
-    hint = f"resume from {present[-1]} with --resume --checkpoint {present[-1]}, or " if present else ""
-    raise RunError(f"resume: {run.checkpoints} has no {checkpoint} (there: {there}); {hint}start a new run "
-                   f"with another --name")
+    hint = f"resume from {present[-1]} with {{resume=True}} {{checkpoint={present[-1]}}}, or " if present else ""
+    raise RunError(f"{run.checkpoints} has no {checkpoint} (there: {there})", param="resume",
+                   fix=hint + "start a new run with another {name}")
+
+
+def _exists(run: RunDir) -> RunError:
+    return RunError(f"{run.root} already exists", param="name",
+                    fix="continue it with {resume=True} or choose another {name}")
 
 
 def _checkpoint_bytes(weights: Mapping[str, Any]) -> int:
@@ -140,8 +145,7 @@ def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str,
     with folder_lock(run.root, "run"):
         if not resume:
             if run.config.exists():    # another process created it since check_resume
-                raise RunError(f"name: {run.root} already exists; continue it with --resume or choose "
-                               f"another --name")
+                raise _exists(run)
             write_text(run.config, f"# nas train {run.config} --name {run.name} --resume\n"
                        + yaml_io.dumps(config.to_dict()))
         write_json(run.environment, environment())

@@ -36,7 +36,7 @@ def check_untrained_search(score: str, out: str | None, workers: int, finalists:
                           "write into)")
     if score != "auto" and "supernet_top1" in build_estimator(score).needs:
         raise ConfigError(f"score: '{score}' ranks by the trained supernet's accuracy: search a trained run, or "
-                          "rank by a table or a zero-cost proxy (e.g. --score table:PATH.csv)")
+                          "rank by a table or a zero-cost proxy (e.g. {score=table:PATH.csv})")
     if workers > 1:
         raise ConfigError("workers: a search of an untrained config runs in one process")
     if finalists:

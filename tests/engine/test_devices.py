@@ -38,7 +38,7 @@ def test_parsing_without_gpu(no_gpu):
     assert resolve_device(None) == torch.device("cpu")
     assert resolve_device("cpu") == torch.device("cpu")
     for text in ("cuda", "cuda:0"):
-        with pytest.raises(ConfigError, match=rf"^device: {text}: CUDA is not available here .*use --device cpu$"):
+        with pytest.raises(ConfigError, match=rf"^device: {text}: CUDA is not available here .*use device='cpu'$"):
             resolve_device(text)
 
 

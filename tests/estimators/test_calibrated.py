@@ -83,8 +83,8 @@ def test_too_few_archs_are_refused_in_one_line():
 
 def test_a_missing_model_names_score_and_how_to_fit_it(tmp_path):
     space = make_space("cell201", small=True)
-    with pytest.raises(ConfigError, match=r"score: 'calibrated' has no fitted model .*nas fidelity RUN "
-                                          r"--estimators \.\.\.,calibrated"):
+    with pytest.raises(ConfigError, match=r"score: 'calibrated' has no fitted model .*`nas\.api\.fidelity\(RUN, "
+                                          r"estimators='\.\.\.,calibrated'\)`$"):
         build_estimator("calibrated").scores([space.max()], EstimatorContext(space=space, run_dir=tmp_path))
     with pytest.raises(ConfigError, match="score: 'calibrated' needs a trained run"):
         build_estimator("calibrated").scores([space.max()], EstimatorContext(space=space))

@@ -64,7 +64,7 @@ def parse_extends(extends: int | str) -> tuple[int, ...]:
     """The sizes a selection grew through, smallest first: 48 -> (48,), "48-ext24" -> (24, 48).
 
     Raises:
-        ConfigError: naming `--extends` when the text is no lineage, a size is below 2 or a
+        ConfigError: naming `extends` when the text is no lineage, a size is below 2 or a
         selection does not grow the one it names.
     """
     if isinstance(extends, str):
@@ -89,13 +89,13 @@ def check_extends(count: int, extends: int | str | None) -> tuple[int, ...]:
     """The sizes `extends` grew through (`parse_extends`; () for None), checked against `count`.
 
     Raises:
-        ConfigError: naming `--extends` unless it names a selection of 2 to `count` archs.
+        ConfigError: naming `extends` unless it names a selection of 2 to `count` archs.
     """
     if extends is None:
         return ()
     sizes = parse_extends(extends)
     if sizes[-1] > count:
-        raise ConfigError(f"extends: {sizes[-1]} is more than --archs {count}: it names the smaller selection "
+        raise ConfigError(f"extends: {sizes[-1]} is more than {{archs={count}}}: it names the smaller selection "
                           f"that this one grows")
     return sizes
 
@@ -106,8 +106,8 @@ def select_archs(space: ArchSpace, count: int, seed: int = 0, extends: int | str
     that selection (see the module docstring).
 
     Raises:
-        ConfigError: naming `--archs` when `count` < 2 or the pool has too few archs, naming
-        `--extends` when it names no selection of 2 to `count` archs.
+        ConfigError: naming `archs` when `count` < 2 or the pool has too few archs, naming
+        `extends` when it names no selection of 2 to `count` archs.
     """
     check_int("archs", count, 2)
     return _select(space, count, seed, check_extends(count, extends))

@@ -16,7 +16,7 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS
 from nas.core.errors import ConfigError, SearchError
-from nas.engine.searching.latency import LatencyTable
+from nas.engine.searching.latency import BUILD_TABLE, LatencyTable
 from search_spaces.base import ArchSpace
 
 
@@ -47,8 +47,7 @@ class SearchCosts:
 
     def __init__(self, space: ArchSpace, budgets: Mapping[str, float], latency: LatencyTable | None):
         if LATENCY.name in budgets and latency is None:
-            raise ConfigError(f"{LATENCY.param}: needs a latency table; build one with "
-                              "`nas latency-table RUN --device D --batch B`")
+            raise ConfigError("needs a latency table", param=LATENCY.param, fix=BUILD_TABLE)
         if latency is not None:
             latency.check_space(space)
         self.space, self.budgets, self.latency = space, dict(budgets), latency
@@ -89,7 +88,7 @@ class SearchCosts:
         return self.violation(self(arch, key)) is None
 
     def check_cheapest(self) -> None:
-        """Raise `SearchError` naming the flag when even the min subnet breaks a budget."""
+        """Raise `SearchError` naming the parameter when even the min subnet breaks a budget."""
         costs = self(self.space.min())
         for name, budget in self.budgets.items():
             if costs[name] > budget:

@@ -39,12 +39,15 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import RunError, SearchError
 from nas.core.files import write_json
+from nas.core.wording import command
 from nas.engine.devices import cpu_model, resolve_device
 from search_spaces.base import ArchSpace, LayerCost, Supernet
 
 FORMAT_VERSION = 1
 ENUMERATE_LIMIT = 20_000   # spaces with at most this many raw archs are listed exhaustively
 COVER_PATIENCE = 5_000     # random cover: stop after this many draws without a new layer key
+
+BUILD_TABLE = f"build one with `{command('latency-table', 'RUN', device='D', batch='B')}`"
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,10 @@ class DeviceRecord:
     dtype: str            # "float32"
     batch_size: int
     channels_last: bool
+
+    def rebuild(self) -> str:
+        """The command that measures a table for this device and batch (a `nas.core.wording` marker)."""
+        return command("latency-table", "RUN", device=self.device, batch=self.batch_size)
 
 
 @dataclass(frozen=True)
@@ -194,8 +201,8 @@ class LatencyTable:
             if entry is None:
                 where = f" {self.path.name}" if self.path else ""
                 raise SearchError(
-                    f"latency table{where} has no entry for layer '{layer.key}'; rebuild it for this space "
-                    f"with `nas latency-table RUN --device {self.device.device} --batch {self.device.batch_size}`")
+                    f"latency table{where} has no entry for layer '{layer.key}'",
+                    fix=f"rebuild it for this space with `{self.device.rebuild()}`")
             total += entry["median_ms"]
         return total
 
@@ -221,8 +228,7 @@ class LatencyTable:
         """Raise `SearchError` unless the table was built for `space` (same choices)."""
         if (self.space, self.space_fingerprint) != (space.name, space.fingerprint()):
             raise SearchError(f"latency table {self.path or ''} was built for another space "
-                              f"({self.space}, {self.space_fingerprint}); rebuild it with "
-                              f"`nas latency-table RUN --device {self.device.device} --batch {self.device.batch_size}`")
+                              f"({self.space}, {self.space_fingerprint})", fix=f"rebuild it with `{self.device.rebuild()}`")
 
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, "space": self.space, "space_fingerprint": self.space_fingerprint,
@@ -242,9 +248,8 @@ class LatencyTable:
     def load(cls, path: str | Path) -> "LatencyTable":
         """Read a table written by `save`."""
         path = Path(path)
-        fix = "build one with `nas latency-table RUN --device D --batch B`"
         if not path.is_file():
-            raise RunError(f"{path}: no latency table; {fix}")
+            raise RunError(f"{path}: no latency table", fix=BUILD_TABLE)
         try:
             data = json.loads(path.read_text())
             if data.get("format_version") != FORMAT_VERSION:
@@ -253,7 +258,7 @@ class LatencyTable:
                        float(data["constant_ms"]), data["fit"], data["warmup"], data["repeats"], path,
                        data.get("fitted"))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise RunError(f"{path}: not a latency table ({e}); {fix}") from e
+            raise RunError(f"{path}: not a latency table ({e})", fix=BUILD_TABLE) from e
 
 
 def table_archs(space: ArchSpace, seed: int = 0, patience: int = COVER_PATIENCE) -> list[Arch]:

@@ -45,7 +45,7 @@ class ArchLatencyTable:
         if self.fallback is not None:
             return self.fallback.predict(space, arch)
         raise SearchError(f"latency_table: {self.path}:{self.column} has no timing of arch {key} "
-                          f"({dict(space.canonical(arch))}); add it, or pass --predict-missing to predict "
+                          f"({dict(space.canonical(arch))}); add it, or pass {{predict_missing=True}} to predict "
                           f"the archs it lacks from a table fitted to its rows")
 
     def check_space(self, space: ArchSpace) -> None:

@@ -251,13 +251,13 @@ def fit_table(space: ArchSpace, timings: Timings, priors: Sequence[LatencyTable]
     if len(y) < needed:
         raise ConfigError(f"timings: {timings.path}: {len(y)} timings; the model has {groups.free} free costs "
                           f"({len(groups.groups)} layer groups + a constant) and needs at least {needed} "
-                          f"timings" + ("" if priors else f" (or {PRIOR_MIN_TIMINGS} with --prior tables)"))
+                          f"timings" + ("" if priors else f" (or {PRIOR_MIN_TIMINGS} with prior tables: {{priors}})"))
     if prior is None:
         untimed = [group[0] for group, column in zip(groups.groups, x.T) if not column.any()]
         if untimed:
             raise ConfigError(f"timings: {timings.path}: no timed arch has layer '{untimed[0]}' "
                               f"({len(untimed)} layer groups untimed); time archs that use every operation, "
-                              f"or give --prior tables")
+                              "or give prior tables ({priors})")
     fitted = fit_costs(x, y, prior)
     heldout = heldout_predictions(x, y, prior)
     predicted = fitted.predict(x)
@@ -322,7 +322,8 @@ def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_C
     device = device or column
     if out is None:
         if run_dir is None:
-            raise ConfigError("out: give the table's file (--out PATH.json) when fitting for a config, not a run")
+            raise ConfigError("give the table's file ({out=PATH.json}) when fitting for a config, not a run",
+                              param="out")
         out = run_dir.root / "latency" / f"fit-{device}-b{batch}.json"
     out = Path(out)
     if out.suffix != ".json":

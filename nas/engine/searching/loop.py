@@ -168,13 +168,13 @@ def _local_state(out_dir: Path, settings: dict[str, Any]) -> Mapping[str, Any] |
         if not isinstance(stored_settings, dict) or not isinstance(options, dict):
             raise TypeError("settings and options must be mappings")
     except (ValueError, KeyError, TypeError) as e:
-        raise SearchError(f"{path}: not the settings of a search ({clip_words(str(e))}); "
-                          "remove the file or use another --out") from e
+        raise SearchError(f"{path}: not the settings of a search ({clip_words(str(e))})",
+                          fix="remove the file or use another {out}") from e
     if isinstance(stored_settings.get("score"), str):     # spelt by hand or before specs had one spelling
         stored_settings["score"] = _canonical_score(stored_settings["score"])
-    fix = "resume with the same settings or use another --out"
+    fix = "resume with the same settings or use another {out}"
     if any(stored_settings.get(key) != settings.get(key) for key in ("checkpoint", "step")):
-        fix = ("the run was trained further, or another checkpoint is searched; use another --out, or remove "
+        fix = ("the run was trained further, or another checkpoint is searched; use another {out}, or remove "
                "the folder to search again")
     check_settings(stored_settings, settings, f"the search in {out_dir}", fix)
     return options
@@ -223,7 +223,7 @@ def _prepare(active: Searcher, context: SearchContext) -> tuple[int, list[str]]:
     if context.candidates is not None and len(context.candidates) < target:
         target = len(context.candidates)
         notes.append(f"only {target} distinct architectures meet the budget; evaluating all of them "
-                     f"instead of --trials {context.trials}")
+                     f"instead of the {context.trials} trials asked")
     limit = active.limit()
     if limit is not None and limit < target:
         target = limit

@@ -208,7 +208,8 @@ def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_
         raise ConfigError(f"workers: searcher '{searcher}' keeps its state in one process; use optuna-tpe or "
                           f"optuna-nsga2 to share a study between workers")
     if predict_missing and latency_table is None:
-        raise ConfigError("predict_missing: applies to a CSV latency table; give --latency-table CSV[:COLUMN]")
+        raise ConfigError("applies to a CSV latency table", param="predict_missing",
+                          fix="give {latency_table=CSV[:COLUMN]}")
     if finalists > trials:
         raise ConfigError(f"finalists: {finalists} is more than trials ({trials}): the finalists are among the "
                           "evaluated archs; lower finalists or raise trials")

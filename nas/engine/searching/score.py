@@ -145,8 +145,8 @@ def _read_summary(path: Path) -> dict[str, Any]:
         if not isinstance(summary, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
-        raise SearchError(f"score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))}); "
-                          "name a score with --score or run nas fidelity again") from e
+        raise SearchError(f"score auto: {path}: cannot read the fidelity summary ({clip_words(str(e))})",
+                          fix="name a score with {score} or run nas fidelity again") from e
     return summary
 
 
@@ -172,7 +172,7 @@ def _check_rows(summary: Mapping[str, Any], path: Path) -> None:
         if tau is not None and not (_real(tau) and -1 <= tau <= 1):
             raise SearchError(f"score auto: {path}: the within-bin tau of '{clip(name)}' must be a number in "
                               f"[-1, 1] or null, got {clip(json.dumps(tau))}; the fidelity summary is damaged: "
-                              "run nas fidelity again or name a score with --score")
+                              "run nas fidelity again or name a score with {score}")
         if name == DEFAULT:
             continue
         try:
@@ -180,7 +180,7 @@ def _check_rows(summary: Mapping[str, Any], path: Path) -> None:
         except (ConfigError, RegistryError) as e:
             problem = str(e).splitlines()[0].removeprefix("score: ")
             raise SearchError(f"score auto: {path}: the fidelity summary names an estimator unknown here "
-                              f"({clip_words(problem)}); name a score with --score or run nas fidelity "
+                              f"({clip_words(problem)})", fix="name a score with {score} or run nas fidelity "
                               "again") from None
 
 
@@ -215,8 +215,8 @@ def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreC
     weak = ""
     if interval is not None and interval[0] <= 0:
         weak = (f"; its 90% interval [{interval[0]:.2f}, {interval[1]:.2f}] includes 0: this ground truth cannot "
-                f"tell it from chance within MACs bins, so the choice is weak (more archs, nas fidelity --archs, "
-                f"would settle it)")
+                f"tell it from chance within MACs bins, so the choice is weak (a ground truth of "
+                f"more archs would settle it)")
     return ScoreChoice(best, f"score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
                              f"{'; ' + others if others else ''}{ignored}){weak}")
 

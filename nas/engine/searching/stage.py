@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from nas.core.errors import SearchError, check_int
+from nas.core.errors import NasError, SearchError, check_int
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
+from nas.core.wording import announce, command
 from nas.engine.devices import resolve_device
 from nas.engine.run import Run, arch_generator, build_supernet, load_run
 from nas.engine.searching.request import SearchRequest, build_request, resolve_budget
@@ -193,8 +194,8 @@ def _search_table(run: Run, request: SearchRequest) -> LatencyTable:
     device = resolve_device(request.device)
     path = run.dir.root / "latency" / table_filename(device, request.batch)
     if not path.is_file():
-        print(f"building the latency table {path} first (nas latency-table {run.dir.name} --device {device} "
-              f"--batch {request.batch})", file=sys.stderr)
+        announce(f"building the latency table {path} first "
+                 f"({command('latency-table', run.dir.name, device=device, batch=request.batch)})")
         latency_table(run, device, request.batch, progress=request.progress)
     return LatencyTable.load(path)
 
@@ -213,10 +214,17 @@ def _run_workers(request: SearchRequest) -> int:
             try:
                 made += future.result()
             except Exception as e:     # a worker's error, raised again here with its index
-                errors.append(f"worker {k}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+                errors.append(f"worker {k}: {_first_line(e)}")
     if errors:
         raise SearchError("workers: " + "; ".join(errors))
     return made
+
+
+def _first_line(error: Exception) -> str:
+    """A worker's error in one line; a `NasError` before the front end words it (`workers: worker 1: out: ...`)."""
+    if isinstance(error, NasError):
+        return error.lines()[0].split("\n")[0]
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def search_worker(request: SearchRequest, worker: int) -> int:

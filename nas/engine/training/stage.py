@@ -43,7 +43,7 @@ def resume_config(name: str, overrides: tuple[str, ...] | list[str] = (), runs_d
     if changed != saved:
         keys = [key for key, _ in parse_overrides(overrides)]
         raise ConfigError(f"overrides {', '.join(keys)}: contradicts {run.config}, which is authoritative on "
-                          f"--resume; start a new run with --name instead")
+                          "{resume=True}", fix="start a new run with {name} instead")
     return saved
 
 

@@ -10,6 +10,7 @@ import torch
 from tqdm import tqdm
 
 from nas.core import yaml_io
+from nas.core.wording import command
 from nas.engine.run_dir import RunDir
 from supernets.base import Restructure
 
@@ -122,4 +123,4 @@ def interrupted_message(run: RunDir, signum: int, step: int) -> str:
     """What the CLI prints (after `stopped:`) when a signal stops training."""
     name = signal.Signals(signum).name
     return (f"{name} at step {step}, checkpoint saved; resume with: "
-            f"nas train {run.config} --name {run.name} --runs-dir {run.root.parent} --resume")
+            + command("train", run.config, name=run.name, runs_dir=run.root.parent, resume=True))

@@ -98,7 +98,7 @@ def test_an_extended_selection_keeps_its_base_and_fills_the_thinnest_bins(space_
 def test_extends_names_a_smaller_selection():
     space = make_space("cell201", small=True, operations=("none", "skip_connect", "avg_pool_3x3", "conv_3x3"))
     assert select_archs(space, 12, extends=12) == select_archs(space, 12)
-    with pytest.raises(ConfigError, match="extends: 13 is more than --archs 12"):
+    with pytest.raises(ConfigError, match="extends: 13 is more than archs=12"):
         select_archs(space, 12, extends=13)
     with pytest.raises(ConfigError, match="extends: must be an integer >= 2"):
         select_archs(space, 12, extends=1)
@@ -120,7 +120,7 @@ def test_a_grown_selection_grows_again_when_named_by_its_lineage():
     ("twelve", "extends: 'twelve' is not a selection"),
     ("12-ext12", "extends: '12-ext12' is not a selection"),
     ("12-ext1", "extends: must be an integer >= 2"),
-    ("30-ext12", "extends: 30 is more than --archs 24"),
+    ("30-ext12", "extends: 30 is more than archs=24"),
 ])
 def test_a_lineage_that_is_no_selection_is_refused(extends, message):
     space = make_space("cell201", small=True, operations=("none", "skip_connect", "avg_pool_3x3", "conv_3x3"))

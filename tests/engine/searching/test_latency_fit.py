@@ -101,7 +101,7 @@ def test_a_planted_additive_latency_is_recovered_from_a_few_timings(space, tmp_p
 def test_fewer_timings_than_the_model_needs_say_how_many(space, tmp_path):
     path, *_ = planted_file(space, tmp_path / "t.csv", 5)
     with pytest.raises(ConfigError, match=r"5 timings; the model has 5 free costs \(4 layer groups \+ a constant\) "
-                                          r"and needs at least 6 timings \(or 3 with --prior tables\)"):
+                                          r"and needs at least 6 timings \(or 3 with prior tables: priors=\)"):
         fit_table(space, read_timings(path, space))
 
 
@@ -145,7 +145,7 @@ def test_a_measured_per_arch_column_answers_its_archs_and_only_them(space, tmp_p
     table = load_latency_source(f"{path}:pixel", space)
     assert [table.predict(space, a) for a in archs] == [1.0 + i for i in range(8)]
     missing = held_out(space, archs, 1)[0]
-    with pytest.raises(SearchError, match=f"has no timing of arch {arch_id(missing)}.*--predict-missing"):
+    with pytest.raises(SearchError, match=f"has no timing of arch {arch_id(missing)}.*predict_missing=True"):
         table.predict(space, missing)
     predicted = load_latency_source(f"{path}:pixel", space, predict_missing=True)
     fitted, _ = fit_table(space, read_timings(path, space, "pixel"))

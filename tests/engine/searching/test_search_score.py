@@ -269,7 +269,7 @@ def test_auto_says_when_its_choice_is_indistinguishable_from_chance(tmp_path):
     assert choice.name == "naswot"
     assert choice.reason == (f"score auto: naswot (within-bin Kendall tau 0.080 in {path}; supernet 0.020); its "
                              "90% interval [-0.02, 0.18] includes 0: this ground truth cannot tell it from chance "
-                             "within MACs bins, so the choice is weak (more archs, nas fidelity --archs, would "
+                             "within MACs bins, so the choice is weak (a ground truth of more archs would "
                              "settle it)")
     path.write_text(json.dumps({"within_bin_tau": 0.3, "within_bin_tau_ci90": [0.1, 0.5], "estimators": {}}))
     assert choose_score("auto", tmp_path).reason.endswith("in " + str(path) + ")")   # the top-level supernet: clear
@@ -329,7 +329,7 @@ def test_auto_refuses_a_within_bin_tau_that_is_no_tau_naming_the_summary(tmp_pat
         choose_score("auto", tmp_path)
     assert str(raised.value) == (f"score auto: {path}: the within-bin tau of 'naswot' must be a number in [-1, 1] "
                                  f"or null, got {json.dumps(tau)}; the fidelity summary is damaged: run nas "
-                                 "fidelity again or name a score with --score")
+                                 "fidelity again or name a score with score=")
     summary["estimators"]["naswot"]["within_bin_tau"] = None        # undefined (only ties): skipped, as before
     path.write_text(json.dumps(summary))
     assert choose_score("auto", tmp_path).name == "supernet"
