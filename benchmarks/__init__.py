@@ -63,8 +63,15 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "latency_fit": (Command("minutes", "--ks 10 20 50 100", needs="the shared NAS-Bench-201 data"),),
     "nb201_costs": (Command("minutes", needs="the shared NAS-Bench-201 data"),),
     "nb201_searchers": (Command("hours", needs="the shared NAS-Bench-201 data"),),
-    "nb201_proxies": (Command("minutes", "--images DIR --archs 100 --init-seeds 1",
-                              needs="the shared NAS-Bench-201 data and CIFAR-10 images"),),
+    "nb201_scores": (Command("hours", "--images DIR/train --out benchmarks/nb201/scores_naslib_b0_i0.csv --random 0",
+                             needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
+                     Command("hours", "--images DIR/train --out benchmarks/nb201/scores_random_b0_i0.csv --no-naslib",
+                             needs="the shared NAS-Bench-201 data and CIFAR-10 images")),
+    "nb201_proxies": (Command("seconds", "--scores benchmarks/nb201/scores_naslib_b0_i0.csv "
+                                         "benchmarks/nb201/scores_random_b0_i0.csv",
+                              needs="the shared NAS-Bench-201 data"),),
+    "nb201_default_answer": (Command("hours", "--images DIR", needs="the shared NAS-Bench-201 data and CIFAR-10 "
+                                                                     "images"),),
     "ranking": (Command("hours", "--ground-truth DIR --config fashion_mnist_cell201 --workers 2"),),
     "standalone_speed": (Command("hours"),),
     "bf16_speed": (Command("minutes"),),
