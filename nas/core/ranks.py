@@ -20,9 +20,10 @@ def paired_scores(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, n
 
 
 def _pair_signs(values: np.ndarray) -> np.ndarray:
-    """sign(v_i - v_j) for every pair i < j, flattened."""
+    """sign(v_i - v_j) for every pair i < j, flattened; equal infinities (e.g. two log-scores of
+    archs without a path) tie instead of giving NaN."""
     i, j = np.triu_indices(len(values), k=1)
-    return np.sign(values[i] - values[j])
+    return (values[i] > values[j]).astype(float) - (values[i] < values[j])
 
 
 def _tied_pairs(values: np.ndarray) -> int:

@@ -83,6 +83,15 @@ def test_perfect_and_reversed_orders():
         kendall_tau_b([1, 2], [1, 2, 3])
 
 
+def test_equal_infinities_tie_as_equal_values_do():
+    """A log-score of an arch without a path is -inf; two such archs tie, they do not poison tau."""
+    x = [-math.inf, -math.inf, 0.3, 0.9, 0.5]
+    y = [0.1, 0.1, 0.4, 0.8, 0.6]
+    finite = [-1e9, -1e9, 0.3, 0.9, 0.5]
+    assert kendall_tau_b(x, y) == pytest.approx(brute_tau_b(finite, y)) == pytest.approx(1.0)
+    assert spearman_rho(x, y) == pytest.approx(brute_rho(finite, y))
+
+
 def test_top_k_overlap():
     x = [0.9, 0.8, 0.7, 0.1, 0.2, 0.3, 0.4, 0.5]
     y = [0.9, 0.1, 0.7, 0.2, 0.3, 0.8, 0.4, 0.5]
