@@ -13,8 +13,8 @@ where it stopped (`--out` is read first; archs already there are skipped).
     python -m benchmarks.nb201_scores --images /tmp/cifar/train --random 0 --limit 100 \\
         --batch-seed 1 --out benchmarks/nb201/scores_b1_i0.csv      # the batch's share of the noise
 
-Two processes can share the work: the second with `--reverse --done FIRST.csv --out SECOND.csv`
-scores the list from its end; stop both once the files together hold every arch.
+Two processes can share the work: `--out FIRST.csv --done SECOND.csv` and
+`--reverse --out SECOND.csv --done FIRST.csv` score the list from both ends and stop where they meet.
 `benchmarks.nb201_proxies` analyses the files (it merges files by arch).
 """
 from __future__ import annotations
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--reverse", action="store_true",
                         help="score the list from its end (a second process, writing its own --out)")
     parser.add_argument("--done", type=Path, nargs="*", default=[],
-                        help="other score files whose archs to skip (e.g. the first process's)")
+                        help="other score files whose archs to skip (e.g. the first process's); re-read "
+                             "before each arch, so the two processes stop where they meet")
     common.threads_argument(parser, 1)
     args = parser.parse_args(argv)
     common.use_threads(args.threads)
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> dict:
         if fresh:
             writer.writerow(["arch_id", "arch", "source", *PROXIES])
         for n, (source, arch) in enumerate(todo, 1):
+            if args.done and arch_id(arch) in set().union(*(done_ids(path) for path in args.done)):
+                break  # the other process got here first: the two met, the list is done
             scores = [estimator.scores([arch], context)[0] for estimator in estimators]
             writer.writerow([arch_id(arch), to_nb201_string(arch), source, *(f"{s:.10g}" for s in scores)])
             f.flush()
