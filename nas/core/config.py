@@ -119,7 +119,7 @@ class DataConfig:
     split_seed: int = 0
     image_size: int | None = None  # imagefolder only: images are resized and centre-cropped to it
     in_memory: bool | Literal["auto"] = "auto"   # auto: streams imagefolder and per-image transforms
-    workers: int = 4             # DataLoader worker processes of the streaming path (0: in-process)
+    workers: int = 4             # DataLoader worker processes of the streaming path (0: in-process; at most one per CPU)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     sampling: Literal["uniform", "pada"] = "uniform"   # pada: next epoch's images by importance (PA&DA)
     pada: PadaDataConfig = field(default_factory=PadaDataConfig)   # settings of sampling: pada

@@ -13,6 +13,7 @@ a seed derived from (seed, epoch, step, position), so the result does not depend
 from __future__ import annotations
 
 import multiprocessing.util
+import os
 import signal
 from typing import Iterable, Iterator, Sequence
 
@@ -186,10 +187,16 @@ def _close_loaders(loaders: dict[tuple, DataLoader]) -> None:
     loaders.clear()
 
 
+def usable_workers(asked: int) -> int:
+    """`asked` worker processes, at most one per CPU this process may run on: more only queue
+    behind each other (and make torch warn). Batches do not depend on the number of workers."""
+    return min(asked, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
 def streaming_source(config: DataConfig, pin_memory: bool = False) -> StreamingSource:
     """The streaming source of a `data` config: ImageFolder files listed (not decoded), or
     Fashion-MNIST/CIFAR arrays read whole and served per image."""
-    common = {"augment": config.augment, "workers": config.workers, "pin_memory": pin_memory}
+    common = {"augment": config.augment, "workers": usable_workers(config.workers), "pin_memory": pin_memory}
     if config.name == "imagefolder":
         files = list_imagefolder(config.root)
         train_idx, val_idx = split_indices(len(files.train), config.val_size, config.train_size, config.split_seed)

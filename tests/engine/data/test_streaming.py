@@ -85,6 +85,17 @@ def test_fashion_mnist_streams_the_in_memory_batches():
     assert_same_batches(streamed.eval_batches("val", 50), in_memory.eval_batches("val", 50))
 
 
+def test_more_workers_than_cpus_are_capped_at_the_cpus(monkeypatch, recwarn):
+    """`data.workers: 4` (the default) on a 2-CPU machine starts 2 workers, and torch does not warn."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    config = load_config(tiny_config(), ["data.train_size=128", "data.val_size=64"])
+    streamed = build_source(dataclasses.replace(config.data, in_memory=False, workers=4))
+    assert streamed.workers == 2
+    assert_same_batches(streamed.train_batches(64, 0, 1, 1), build_source(config.data).train_batches(64, 0, 1, 1))
+    assert not [w for w in recwarn if "worker" in str(w.message)]
+    assert build_source(dataclasses.replace(config.data, in_memory=False, workers=1)).workers == 1
+
+
 def test_auto_streams_imagefolder_and_per_image_transforms_only(tree):
     root, _ = tree
     assert source(root).streams
