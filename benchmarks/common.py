@@ -35,7 +35,8 @@ batches stays out of the timing; make `common.WARMUP + timed` of them.
   benchmarks.NAME ARGS", "provenance": {...}}` as one line and returns it. Machine facts belong
   in `provenance`, not in the figures.
 - `run(main)`: calls `main()`; a `NasError` (bad input) becomes one line `NAME: message` on stderr
-  and its exit code (2), as the `nas` CLI does.
+  and its exit code (2), as the `nas` CLI does; a parameter the command line gave as a flag is
+  named by that flag.
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import torch
 
 from nas.core.errors import NasError
+from nas.core.wording import Words, wording
 from nas.engine.run_dir import environment
 
 WARMUP = 3      # untimed calls before the timed ones: first-call allocations, caches, worker start
@@ -123,8 +125,31 @@ def run(main: Callable[[], Any]) -> None:
     if name == "__main__":
         spec = sys.modules["__main__"].__spec__
         name = spec.name.rsplit(".", 1)[-1] if spec is not None else name
+    words = ArgvWords(sys.argv[1:])
     try:
-        main()
+        with wording(words):
+            main()
     except NasError as error:
-        print(f"{name}: {error}", file=sys.stderr)
+        print(f"{name}: {error.render(words)}", file=sys.stderr)
         sys.exit(error.exit_code)
+
+
+class ArgvWords(Words):
+    """A benchmark's words for an error from below: a parameter the command line gave as a flag
+    (`arch: ...` after `--arch X`) by that flag, the others by their Python names."""
+
+    def __init__(self, argv: list[str]):
+        self.given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+
+    def _flag(self, name: str) -> str | None:
+        flag = "--" + name.replace("_", "-")
+        return flag if flag in self.given else None
+
+    def param(self, name: str) -> str:
+        return self._flag(name) or name
+
+    def ref(self, name: str, value: str | None) -> str:
+        flag = self._flag(name)
+        if flag is None:
+            return super().ref(name, value)
+        return flag if value is None or value == "True" else f"{flag} {value}"

@@ -93,3 +93,20 @@ def test_bad_input_is_one_line_with_exit_code_2(capsys):
         common.run(main)
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == "search_regret: --budget: 200%: must be between 0% and 100%\n"
+
+
+def test_an_error_from_below_names_the_flag_the_command_line_gave(capsys, monkeypatch):
+    """`arch: ...` from the core reads `--arch: ...` after `--arch X`; a parameter not given as a
+    flag keeps its Python name, and so does a fix's reference to one."""
+    def main():
+        raise ConfigError("nope.yaml: no such file", param="arch", fix="or pass {max_macs=50%}")
+
+    main.__module__ = "benchmarks.subnet_vs_standalone"
+    monkeypatch.setattr(sys, "argv", ["subnet_vs_standalone.py", "RUN", "--arch", "nope.yaml"])
+    with pytest.raises(SystemExit):
+        common.run(main)
+    assert capsys.readouterr().err == "subnet_vs_standalone: --arch: nope.yaml: no such file; or pass max_macs='50%'\n"
+    monkeypatch.setattr(sys, "argv", ["subnet_vs_standalone.py", "RUN", "--max-macs=50%"])
+    with pytest.raises(SystemExit):
+        common.run(main)
+    assert capsys.readouterr().err == "subnet_vs_standalone: arch: nope.yaml: no such file; or pass --max-macs 50%\n"
