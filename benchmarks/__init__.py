@@ -65,10 +65,23 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "nb201_searchers": (Command("hours", needs="the shared NAS-Bench-201 data"),),
     "nb201_scores": (Command("hours", "--images DIR/train --out benchmarks/nb201/scores_naslib_b0_i0.csv --random 0",
                              needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
-                     Command("hours", "--images DIR/train --out benchmarks/nb201/scores_random_b0_i0.csv --no-naslib",
+                     Command("hours", "--images DIR/train --out benchmarks/nb201/scores_random_b0_i0.csv --no-naslib "
+                                      "--done benchmarks/nb201/scores_random_b0_i0_rev.csv",
+                             needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
+                     Command("hours", "--images DIR/train --out benchmarks/nb201/scores_random_b0_i0_rev.csv "
+                                      "--no-naslib --reverse --done benchmarks/nb201/scores_random_b0_i0.csv",
+                             needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
+                     Command("minutes", "--images DIR/train --out benchmarks/nb201/scores_naslib_b1_i0.csv --random 0 "
+                                        "--limit 100 --batch-seed 1",
+                             needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
+                     Command("minutes", "--images DIR/train --out benchmarks/nb201/scores_naslib_b0_i1.csv --random 0 "
+                                        "--limit 100 --init-seed 1",
                              needs="the shared NAS-Bench-201 data and CIFAR-10 images")),
-    "nb201_proxies": (Command("seconds", "--scores benchmarks/nb201/scores_naslib_b0_i0.csv "
-                                         "benchmarks/nb201/scores_random_b0_i0.csv",
+    "nb201_proxies": (Command("minutes", "--scores benchmarks/nb201/scores_naslib_b0_i0.csv "
+                                         "benchmarks/nb201/scores_random_b0_i0.csv "
+                                         "benchmarks/nb201/scores_random_b0_i0_rev.csv "
+                                         "--other-batch benchmarks/nb201/scores_naslib_b1_i0.csv "
+                                         "--other-init benchmarks/nb201/scores_naslib_b0_i1.csv",
                               needs="the shared NAS-Bench-201 data"),),
     "nb201_default_answer": (Command("hours", "--images DIR", needs="the shared NAS-Bench-201 data and CIFAR-10 "
                                                                      "images"),),

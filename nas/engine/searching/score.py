@@ -6,7 +6,9 @@ share a MACs range, so agreement inside a bin is what ranking them needs. Withou
 (a fidelity run costs hours of standalone training) it uses the space's shipped default
 (`DEFAULT_SCORES`, keyed by space name; `GENERIC_DEFAULT` for other spaces): the score that
 `benchmarks/default_score.py` chose on one half of the committed ground truth of the shipped
-space and recipe, graded on the other half (the figures, dated, are in BENCHMARKS.md). A summary that reports no
+space and recipe, graded on the other half (the figures, dated, are in BENCHMARKS.md); for
+`cell201`, NAS-Bench-201's published CIFAR-10 accuracies of the paper-scale network chose the same
+score (`benchmarks/nb201_proxies.py`). A summary that reports no
 within-bin tau leaves `supernet`, BN-recalibrated validation top-1 (what a search ranked by
 before estimators existed). Either way one line on stderr says what was chosen and why,
 and, when the chosen estimator's 90% interval includes 0, that the ground truth cannot tell it
@@ -52,23 +54,28 @@ class DefaultScore:
     the CHOOSE half of the committed ground truths of `configs` and graded it on their REPORT
     half (the figures live in BENCHMARKS.md, not here: `EVIDENCE`); `fingerprint`: the space
     that ground truth is of (empty for the generic default); `caveat`: what the grading says
-    that a user of the default should know."""
+    that a user of the default should know; `also`: other evidence that chose the same score,
+    and where its figures are."""
 
     spec: str
     configs: str
     fingerprint: str = ""
     caveat: str = ""
+    also: str = ""
 
     def evidence(self) -> str:
         caveat = f" ({self.caveat})" if self.caveat else ""
+        also = f"; {self.also}" if self.also else ""
         return (f"chosen on half of the committed ground truth of {self.configs}, graded on the other "
-                f"half{caveat}; benchmarks/default_score.py, {EVIDENCE}")
+                f"half{caveat}; benchmarks/default_score.py, {EVIDENCE}{also}")
 
 
 # Specs in their canonical spelling (`estimators.canonical_spec`), as searches record them.
 DEFAULT_SCORES: dict[str, DefaultScore] = {
     "cell201": DefaultScore("jacov+macs", "fashion_mnist_cell201", "1c4fd9d48cb1",
-                            "MACs alone ranked that half better within MACs bins"),
+                            "MACs alone ranked that half better within MACs bins",
+                            "NAS-Bench-201's CIFAR-10 accuracies chose it too (on NASLib's 725 archs, graded on "
+                            "1,000 others; benchmarks/nb201_proxies.py, BENCHMARKS.md section 21)"),
     "mobilenetv3": DefaultScore("naswot", "fashion_mnist_mbv3", "e01b62e6a393",
                                 "no candidate, MACs included, ranked that half better than chance"),
 }

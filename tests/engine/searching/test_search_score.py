@@ -172,7 +172,10 @@ def test_the_default_of_a_shipped_space_and_of_a_space_without_ground_truth():
     assert spec == "jacov+macs" and why == ("the default for cell201, chosen on half of the committed ground truth of "
                                             "fashion_mnist_cell201, graded on the other half (MACs alone ranked that "
                                             "half better within MACs bins); benchmarks/default_score.py, "
-                                            "BENCHMARKS.md section 17 gives the held-out figures and their date")
+                                            "BENCHMARKS.md section 17 gives the held-out figures and their date; "
+                                            "NAS-Bench-201's CIFAR-10 accuracies chose it too (on NASLib's 725 "
+                                            "archs, graded on 1,000 others; benchmarks/nb201_proxies.py, "
+                                            "BENCHMARKS.md section 21)")
     vit = api.build_space(api.load_config("fashion_mnist_vit"))
     spec, why = default_score(vit)
     assert spec == "macs+naswot+synflow" and "supernet" not in spec
