@@ -264,9 +264,11 @@ def test_recipe_overrides_and_what_its_digest_ignores(tmp_path):
 
 
 @pytest.mark.slow
-def test_search_on_a_real_supernet_gives_the_archs_trained_every_step_no_privilege(runs, tmp_path):
-    """The sandwich rule trains min and max at every step; the search still evaluates only what
-    the searcher proposes, in its order: the same records as an engine search of the same seed."""
+def test_search_by_a_real_supernet_evaluates_its_anchors_first_then_the_searchers_own_order(runs, tmp_path):
+    """The sandwich rule trains max and min at every step, and a search by the supernet measures
+    them first (an inherited export then never ships below its own min subnet); after them it
+    evaluates what the searcher proposes, in its order: the records of an engine search of the
+    same seed that is asked to evaluate the anchors first, and nothing else."""
     from nas.engine.searching.costs import Constraints
     from nas.engine.searching.loop import run_search
     from nas.engine.searching.request import SearchRequest
@@ -274,16 +276,17 @@ def test_search_on_a_real_supernet_gives_the_archs_trained_every_step_no_privile
     run = api.load_run("tiny", runs)
     anchors = run.strategy.anchor_archs()
     assert [arch_id(a) for a in anchors] == [arch_id(run.space.max()), arch_id(run.space.min())]
-    result = api.search(run, "random", max_macs="100%", trials=3, out=tmp_path / "search", progress=False,
+    result = api.search(run, "random", max_macs="100%", trials=5, out=tmp_path / "search", progress=False,
                         score="supernet")     # not `auto`: other tests leave fidelity summaries in this run
-    records = _lines(tmp_path / "search" / "results.jsonl")
+    records = [r["arch_id"] for r in _lines(tmp_path / "search" / "results.jsonl")]
+    assert records[:2] == [arch_id(run.space.canonical(a)) for a in anchors]
     budget = Constraints(max_macs=run.space.macs(run.space.max()))
 
     run_search(run.space, lambda arch: {"val_top1": run.evaluator.evaluate(arch, "val").top1},
-               SearchRequest("random", tmp_path / "plain", None, 3, 0, constraints=budget, progress=False,
-                             tensorboard=False))
-    assert [r["arch_id"] for r in records] == [r["arch_id"] for r in _lines(tmp_path / "plain" / "results.jsonl")]
-    assert result.val_top1 == max(r["val_top1"] for r in records)
+               SearchRequest("random", tmp_path / "engine", None, 5, 0, constraints=budget, progress=False,
+                             tensorboard=False, first=tuple(anchors)))
+    assert records == [r["arch_id"] for r in _lines(tmp_path / "engine" / "results.jsonl")]
+    assert result.val_top1 == max(r["val_top1"] for r in _lines(tmp_path / "search" / "results.jsonl"))
     shutil.rmtree(tmp_path / "search")
 
 
