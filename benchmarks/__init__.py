@@ -62,7 +62,9 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
                                           "benchmarks/ground_truth_searched --finetune-archs 500f88c52b", needs=RUN),),
     "latency_fit": (Command("minutes", "--ks 10 20 50 100", needs="the shared NAS-Bench-201 data"),),
     "nb201_costs": (Command("minutes", needs="the shared NAS-Bench-201 data"),),
-    "nb201_searchers": (Command("hours", needs="the shared NAS-Bench-201 data"),),
+    "nb201_searchers": (Command("hours", needs="the shared NAS-Bench-201 data"),
+                        Command("minutes", "--queries 50,100,300 --searchers evolution --option evolution.population=20",
+                                needs="the shared NAS-Bench-201 data")),
     "nb201_scores": (Command("hours", "--images DIR/train --out benchmarks/nb201/scores_naslib_b0_i0.csv --random 0",
                              needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
                      Command("hours", "--images DIR/train --out benchmarks/nb201/scores_random_b0_i0.csv --no-naslib "

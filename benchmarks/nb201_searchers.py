@@ -9,7 +9,7 @@ accuracies, as in NAS-Bench-201's own searcher comparisons with the test table a
 oracle; the table's optimum is 94.37. Prints mean and sd per (searcher, queries), then the
 issue's targets, then one JSON line.
 
-    python -m benchmarks.nb201_searchers [--queries 50,100,300] [--seeds 10]
+    python -m benchmarks.nb201_searchers [--queries 50,100,300] [--seeds 10] [--option evolution.population=20]
         [--searchers random,evolution,optuna-tpe] [--table ../shared/data/nb201/nb201_cifar10.csv]
 """
 from __future__ import annotations
@@ -21,9 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from benchmarks.nb201_data import TABLE
 from benchmarks import common
 from nas import api
+from nas.core.errors import ConfigError
 
 OPTIMUM = 94.37
 
@@ -35,14 +38,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--searchers", default="random,evolution,optuna-tpe")
     parser.add_argument("--table", type=Path, default=TABLE, help="NAS-Bench-201's CIFAR-10 table")
     parser.add_argument("--config", default="cifar10_nb201")
+    parser.add_argument("--option", action="append", default=[], metavar="SEARCHER.KEY=VALUE",
+                        help="a searcher option (e.g. evolution.population=20); repeatable")
     return parser.parse_args(argv)
 
 
-def found_accuracy(config, searcher: str, trials: int, seed: int, score: str, root: Path) -> float:
+def searcher_options(pairs: list[str]) -> dict[str, dict]:
+    """`SEARCHER.KEY=VALUE` pairs as {searcher: {key: value}} (values read as YAML scalars)."""
+    options: dict[str, dict] = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        searcher, dot, key = name.partition(".")
+        if not (eq and dot and searcher and key):
+            raise ConfigError(f"--option: expected SEARCHER.KEY=VALUE, got {pair!r}")
+        options.setdefault(searcher, {})[key] = yaml.safe_load(value)
+    return options
+
+
+def found_accuracy(config, searcher: str, trials: int, seed: int, score: str, root: Path,
+                   options: dict | None = None) -> float:
     """The table's accuracy of the arch one search answers."""
     out = root / f"{searcher}-{trials}-s{seed}"
     run = api.untrained_run(config, out, "cpu")
-    result = api.search(run, searcher, trials=trials, seed=seed, score=score, out=out, progress=False)
+    result = api.search(run, searcher, trials=trials, seed=seed, score=score, out=out, progress=False,
+                        options=options)
     return float(result.score_value)
 
 
@@ -67,19 +86,22 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"no table at {args.table}")
     config = api.load_config(args.config)
     score = f"table:{args.table}"
+    options = searcher_options(args.option)
     cells: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for searcher in args.searchers.split(","):
             for trials in (int(q) for q in args.queries.split(",")):
                 start = time.perf_counter()
-                found = [found_accuracy(config, searcher, trials, seed, score, Path(tmp)) for seed in range(args.seeds)]
+                found = [found_accuracy(config, searcher, trials, seed, score, Path(tmp), options.get(searcher))
+                         for seed in range(args.seeds)]
                 cells[f"{searcher}-{trials}"] = {
-                    "searcher": searcher, "queries": trials, "found": found, "mean": statistics.fmean(found),
+                    "searcher": searcher, "queries": trials, "options": options.get(searcher, {}),
+                    "found": found, "mean": statistics.fmean(found),
                     "sd": statistics.stdev(found) if len(found) > 1 else 0.0,
                     "optimum_hits": sum(round(f, 2) >= OPTIMUM for f in found),
                     "seconds": round(time.perf_counter() - start, 1)}
                 c = cells[f"{searcher}-{trials}"]
-                print(f"{searcher:11s} {trials:4d} queries: {c['mean']:.2f} +- {c['sd']:.2f} "
+                print(f"{searcher:11s} {trials:4d} queries{' ' + str(c['options']) if c['options'] else ''}: {c['mean']:.2f} +- {c['sd']:.2f} "
                       f"(min {min(found):.2f}, max {max(found):.2f}, optimum {c['optimum_hits']}/{len(found)}) "
                       f"[{c['seconds']} s]", flush=True)
     for line in targets(cells):
