@@ -34,6 +34,9 @@ class Command:
 
 
 RUN = "a trained run (RUN)"
+NB201 = "the shared NAS-Bench-201 data"
+NB201_IMAGES = "the shared NAS-Bench-201 data and CIFAR-10 images"
+NB201_SCORES = "benchmarks/nb201"     # the committed per-arch scores
 
 BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "elastic_overhead": (Command("minutes", "--space mobilenetv3"), Command("minutes", "--space vit"),
@@ -60,33 +63,27 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "subnet_vs_standalone": (Command("hours", "RUN --arch max --arch min", needs=RUN),),
     "shipped_accuracy": (Command("hours", "RUN --ground-truth benchmarks/ground_truth --ground-truth "
                                           "benchmarks/ground_truth_searched --finetune-archs 500f88c52b", needs=RUN),),
-    "latency_fit": (Command("minutes", "--ks 10 20 50 100", needs="the shared NAS-Bench-201 data"),),
-    "nb201_costs": (Command("minutes", needs="the shared NAS-Bench-201 data"),),
-    "nb201_searchers": (Command("hours", needs="the shared NAS-Bench-201 data"),
-                        Command("minutes", "--queries 50,100,300 --searchers evolution --option evolution.population=20",
-                                needs="the shared NAS-Bench-201 data")),
-    "nb201_scores": (Command("hours", "--images DIR/train --out benchmarks/nb201/scores_naslib_b0_i0.csv --random 0",
-                             needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
-                     Command("hours", "--images DIR/train --out benchmarks/nb201/scores_random_b0_i0.csv --no-naslib "
-                                      "--done benchmarks/nb201/scores_random_b0_i0_rev.csv",
-                             needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
-                     Command("hours", "--images DIR/train --out benchmarks/nb201/scores_random_b0_i0_rev.csv "
-                                      "--no-naslib --reverse --done benchmarks/nb201/scores_random_b0_i0.csv",
-                             needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
-                     Command("minutes", "--images DIR/train --out benchmarks/nb201/scores_naslib_b1_i0.csv --random 0 "
-                                        "--limit 100 --batch-seed 1",
-                             needs="the shared NAS-Bench-201 data and CIFAR-10 images"),
-                     Command("minutes", "--images DIR/train --out benchmarks/nb201/scores_naslib_b0_i1.csv --random 0 "
-                                        "--limit 100 --init-seed 1",
-                             needs="the shared NAS-Bench-201 data and CIFAR-10 images")),
-    "nb201_proxies": (Command("minutes", "--scores benchmarks/nb201/scores_naslib_b0_i0.csv "
-                                         "benchmarks/nb201/scores_random_b0_i0.csv "
-                                         "benchmarks/nb201/scores_random_b0_i0_rev.csv "
-                                         "--other-batch benchmarks/nb201/scores_naslib_b1_i0.csv "
-                                         "--other-init benchmarks/nb201/scores_naslib_b0_i1.csv",
-                              needs="the shared NAS-Bench-201 data"),),
-    "nb201_default_answer": (Command("hours", "--images DIR", needs="the shared NAS-Bench-201 data and CIFAR-10 "
-                                                                     "images"),),
+    "latency_fit": (Command("minutes", "--ks 10 20 50 100", needs=NB201),),
+    "nb201_costs": (Command("minutes", needs=NB201),),
+    "nb201_searchers": (Command("hours", needs=NB201),
+                        Command("minutes", "--queries 50,100,300 --searchers evolution "
+                                           "--option evolution.population=20", needs=NB201)),
+    "nb201_scores": tuple(Command(cost, f"--images DIR/train --out {NB201_SCORES}/{args}", needs=NB201_IMAGES)
+                          for cost, args in [
+                              ("hours", "scores_naslib_b0_i0.csv --random 0"),
+                              ("hours", f"scores_random_b0_i0.csv --no-naslib "
+                                        f"--done {NB201_SCORES}/scores_random_b0_i0_rev.csv"),
+                              ("hours", f"scores_random_b0_i0_rev.csv --no-naslib --reverse "
+                                        f"--done {NB201_SCORES}/scores_random_b0_i0.csv"),
+                              ("minutes", "scores_naslib_b1_i0.csv --random 0 --limit 100 --batch-seed 1"),
+                              ("minutes", "scores_naslib_b0_i1.csv --random 0 --limit 100 --init-seed 1")]),
+    "nb201_proxies": (Command("minutes", f"--scores {NB201_SCORES}/scores_naslib_b0_i0.csv "
+                                         f"{NB201_SCORES}/scores_random_b0_i0.csv "
+                                         f"{NB201_SCORES}/scores_random_b0_i0_rev.csv "
+                                         f"--other-batch {NB201_SCORES}/scores_naslib_b1_i0.csv "
+                                         f"--other-init {NB201_SCORES}/scores_naslib_b0_i1.csv",
+                              needs=NB201),),
+    "nb201_default_answer": (Command("hours", "--images DIR", needs=NB201_IMAGES),),
     "ranking": (Command("hours", "--ground-truth DIR --config fashion_mnist_cell201 --workers 2"),),
     "standalone_speed": (Command("hours"),),
     "bf16_speed": (Command("minutes"),),

@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> dict:
                     "optimum_hits": sum(round(f, 2) >= OPTIMUM for f in found),
                     "seconds": round(time.perf_counter() - start, 1)}
                 c = cells[f"{searcher}-{trials}"]
-                print(f"{searcher:11s} {trials:4d} queries{' ' + str(c['options']) if c['options'] else ''}: {c['mean']:.2f} +- {c['sd']:.2f} "
+                options_shown = f" {c['options']}" if c["options"] else ""
+                print(f"{searcher:11s} {trials:4d} queries{options_shown}: {c['mean']:.2f} +- {c['sd']:.2f} "
                       f"(min {min(found):.2f}, max {max(found):.2f}, optimum {c['optimum_hits']}/{len(found)}) "
                       f"[{c['seconds']} s]", flush=True)
     for line in targets(cells):
