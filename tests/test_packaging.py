@@ -88,7 +88,8 @@ def test_optuna_floor_has_trial_set_constraint():
 
 
 def test_the_declared_license_is_shipped():
-    assert PYPROJECT["license"] == {"text": "Apache-2.0"}
+    assert PYPROJECT["license"] == "Apache-2.0"
+    assert PYPROJECT["license-files"] == ["LICENSE"]
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
