@@ -69,10 +69,6 @@ def throughput(steps: int, workers: int) -> dict:
         iterators = {name: iter(source.train_batches(batch, 0, epoch)) for name, source in sources.items()}
         for name, values in _alternating_steps(trainer, iterators, steps).items():
             times[name] += values
-        for batches in iterators.values():     # end the epoch's unfinished passes (and their workers) now
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
     rates = {name: batch / statistics.median(t) for name, t in times.items()}
     data_only = {}
     for name, source in sources.items():

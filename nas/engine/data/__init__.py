@@ -8,5 +8,6 @@
 - `images`: per-image access for the streaming path (inside DataLoader workers).
 - `sources`: the `DataSource` interface and its in-memory implementation.
 - `streaming`: the `DataLoader`-backed source.
+- `workers`: DataLoader worker processes stopped when their pass ends or is abandoned.
 - `build`: `build_source`, the source a config asks for (in memory or streamed).
 """

@@ -12,7 +12,6 @@ a seed derived from (seed, epoch, step, position), so the result does not depend
 """
 from __future__ import annotations
 
-import multiprocessing.util
 import os
 import signal
 from typing import Iterable, Iterator, Sequence
@@ -45,6 +44,7 @@ from nas.engine.data.datasets import (
 )
 from nas.engine.data.images import FileImages, ImageSet, SampleDataset, TensorImages, checked, collate
 from nas.engine.data.sources import Batch, DataSource, mix, sample_order
+from nas.engine.data.workers import WorkerPass, stop_workers, when_gone
 
 
 class EpochSampler:
@@ -104,10 +104,9 @@ class StreamingSource(DataSource):
         self.mixer = batch_mixer(augment, num_classes)
         self.workers, self.pin_memory = workers, pin_memory
         self._plain_loaders: dict[tuple, DataLoader] = {}
-        # Kept workers ignore SIGTERM (see `_worker_init`), so multiprocessing's exit handler,
-        # which terminates then joins a process's children, would wait for them forever: stop
-        # them first, at exit (in spawned processes too) or when the source is collected.
-        multiprocessing.util.Finalize(self, _close_loaders, args=(self._plain_loaders,), exitpriority=100)
+        # Kept workers ignore SIGTERM (see `_worker_init`): stop them when the source is
+        # collected or at exit, as a `WorkerPass` stops its own (see `nas.engine.data.workers`).
+        when_gone(self, _close_loaders, self._plain_loaders)
 
     @property
     def num_train(self) -> int:
@@ -134,7 +133,7 @@ class StreamingSource(DataSource):
     def _train_iter(self, sampler: EpochSampler) -> Iterator[Batch]:
         dataset = SampleDataset(self.images["train"], self.transform)
         loader = self._loader(dataset, sampler, pin=self.transform is not None)
-        for step, batch in zip(sampler.steps, loader):
+        for step, batch in zip(sampler.steps, WorkerPass(loader)):
             images, labels = checked(batch)
             if self.transform is None:      # uint8: augment the global batch's rows, then normalise
                 generator = augment_generator(sampler.seed, sampler.epoch, step)
@@ -165,7 +164,8 @@ class StreamingSource(DataSource):
     def sample_batches(self, split: str, count: int, batch_size: int, seed: int) -> list[Batch]:
         batches = [idx.tolist() for idx in sample_order(len(self.images[split]), count, batch_size, seed, split)]
         loader = self._loader(SampleDataset(self.images[split]), batches)     # read once: no kept workers
-        return [(normalize(images, self.mean, self.std), labels) for images, labels in map(checked, loader)]
+        return [(normalize(images, self.mean, self.std), labels)
+                for images, labels in map(checked, WorkerPass(loader))]
 
     def eval_batches(self, split: str, batch_size: int) -> Iterator[Batch]:
         if split not in SPLITS:
@@ -180,10 +180,9 @@ class StreamingSource(DataSource):
 def _close_loaders(loaders: dict[tuple, DataLoader]) -> None:
     """Stop the workers of persistent loaders and forget them."""
     for loader in loaders.values():
-        # a persistent loader keeps its workers in its iterator; torch offers no public close
-        iterator = getattr(loader, "_iterator", None)
-        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-            iterator._shutdown_workers()
+        iterator = getattr(loader, "_iterator", None)      # a persistent loader keeps its workers in it
+        if iterator is not None:
+            stop_workers(iterator)
     loaders.clear()
 
 

@@ -269,3 +269,36 @@ def test_ctrl_c_reaches_the_workers_but_the_batches_in_progress_still_arrive():
                           text=True, timeout=600, start_new_session=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["16"]                      # 512 validation images in batches of 32
+
+
+_ONE_BATCH_THEN_EXIT = """
+import multiprocessing.util    # before torch: multiprocessing's exit hook then runs after torch's
+import sys
+
+from nas.core import yaml_io
+from nas.core.config import load_config
+from nas.engine.data.build import build_source
+
+batches = build_source(load_config(yaml_io.loads(sys.argv[1])).data).train_batches(8, 0, 0)
+next(batches)                  # the epoch is abandoned here, still referenced at exit, its workers busy
+print("one batch", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_an_epoch_abandoned_with_busy_workers_does_not_hold_the_exit(tree):
+    """Workers ignore SIGTERM, so multiprocessing's exit handler would wait for them forever; and
+    once torch's exit hook has run, its own worker shutdown does nothing."""
+    root, _ = tree
+    config = yaml_io.dumps(tree_config(root, workers=2))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    with subprocess.Popen([sys.executable, "-c", _ONE_BATCH_THEN_EXIT, config], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout.readline() == "one batch\n", process.stderr.read()[-2000:]
+            returncode = process.wait(timeout=20)       # a few seconds of interpreter teardown
+        except subprocess.TimeoutExpired:
+            pytest.fail("the process still runs 20 s after its last batch: its exit waits for its workers")
+        finally:
+            process.kill()
+        assert returncode == 0, process.stderr.read()[-2000:]
