@@ -241,7 +241,8 @@ def cmd_search(args: argparse.Namespace) -> int:
               f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new"
               + (f"; optimised for {result.optimised_for})" if result.optimised_for else ")"))
         if result.finalists is not None:
-            print(api.format_search_summary(api.search_summary(result.dir)).splitlines()[2])
+            print(next(line for line in api.format_search_summary(api.search_summary(result.dir)).splitlines()
+                       if line.startswith("then finalists")))
         if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
             print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
     return 0

@@ -248,15 +248,15 @@ def search_loop(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *,
         generator: The run's architecture generator, for `searcher: generator` (None: none).
         latency: Latency table: predicts `latency_ms` of every arch (and checks its budget).
         worker: This process's index among the workers of a shared study (None: `request.worker`).
-        show: Show the progress bar (`request.progress`) and `request.score_reason` on stderr
+        show: Show the progress bar (`request.progress`) and `request.score_line` on stderr
             (False in spawned workers: their parent shows them).
     """
     searcher, costs, target, notes, log = _start(space, request, generator, latency, worker, show)
     new = rejected = duplicates = 0
     queued_min = False
     with _closing(searcher, log, request.out, costs, final=rank is None):
-        if show and request.score_reason is not None:
-            announce(request.score_reason)
+        if show and request.score_line is not None:
+            announce(request.score_line)
         if (request.worker if worker is None else worker) == 0:
             _queue_first(searcher, request.first, costs)
         while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection

@@ -7,8 +7,9 @@
   completed, so that all archs were ranked together.
 - `pareto.json` and `pareto.png`: the front of the score against each constrained cost.
 - `best.yaml`: the answer, a bare arch mapping (`nas export --arch`).
-- `summary.json`: what `nas search --json` prints, with the settings, the best record, why
-  `auto` chose its score (`score_reason`) and the finalists stage.
+- `summary.json`: what `nas search --json` prints (with why `auto` chose its score: in one line,
+  `score_line`, and with the evidence, `score_reason`), the settings, the best record and the
+  finalists stage.
 
 A loop that failed leaves the files of what it evaluated (`write_stopped`), no summary.json.
 """
@@ -69,7 +70,7 @@ def answer(request: SearchRequest, ran: SearchRun, export: Callable[[Any], Any] 
                           best.get(LATENCY.name), out, len(history), ran.new, best, check, [*recorded, *notes],
                           pareto_front(history, MACS.name), sorted(history, key=lambda r: r["trial"]),
                           request.score, objective(best), finalists.to_json() if finalists is not None else None,
-                          request.objective)
+                          request.objective, request.score_line, request.score_reason)
     write_pareto(out, history, ran.costs.names, ran.costs.budgets)
     write_arch_file(best["arch"], out / "best.yaml")
     if ran.final:
@@ -79,7 +80,7 @@ def answer(request: SearchRequest, ran: SearchRun, export: Callable[[Any], Any] 
     write_json(out / SUMMARY, {**result.to_json(), "searcher": request.searcher, "options": ran.options,
                                "seed": request.seed, "worker": request.worker, "trials": request.trials,
                                "target": ran.target, "budgets": ran.costs.budgets, "record": best,
-                               "notes": recorded, "score_reason": request.score_reason})
+                               "notes": recorded})
     return result
 
 

@@ -3,8 +3,8 @@
 `build_request` turns the Python API's arguments (budgets as amounts or percentages, `auto` as
 a score, an optional folder) into a `SearchRequest`: a frozen value the stage, its spawned
 workers and the files it writes all read unchanged. The score is resolved here and only here
-(`resolve_score`): the request carries the estimator spec the search ranks by and the line
-saying why (`score_reason`).
+(`resolve_score`): the request carries the estimator spec the search ranks by, the short line
+saying why (`score_line`) and the whole evidence (`score_reason`).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from nas.engine.searching.costs import Constraints
 
 if TYPE_CHECKING:
     from nas.engine.run import Run
+    from nas.engine.searching.score import ScoreChoice
 
 MAX_REJECTIONS = 1000    # infeasible or duplicate suggestions in a row before a search gives up
 SCORE_PART_MAX = 64     # characters of a score spec in a folder name; a longer one is cut and hashed
@@ -56,7 +57,7 @@ class SearchRequest:
             finished search evaluates nothing, raising it continues.
         seed: Search seed; worker k of a shared study uses `seed + k`.
         score: The spec of what ranks the candidates, in its canonical spelling.
-        score_reason: Why `auto` chose `score` (None when the caller named it).
+        score_reason: Why `auto` chose `score`, with the evidence (None when the caller named it).
         objective: What the score optimises, in words (inherited accuracy, or accuracy after
             training alone predicted by a proxy): the search's line and summary.json say it.
         constraints: The budgets, as counts.
@@ -76,6 +77,7 @@ class SearchRequest:
             the supernet's anchors (the archs its strategy trains at every step, e.g. the
             sandwich rule's min and max) when the score is the supernet's own measurement,
             because they are the best-trained archs it holds; none otherwise.
+        score_line: `score_reason` in one short line: the score and its one reason.
     """
 
     searcher: str
@@ -103,6 +105,7 @@ class SearchRequest:
     latency_table: str | None = None
     predict_missing: bool = False
     first: tuple[Arch, ...] = ()
+    score_line: str | None = None
 
     @property
     def shared(self) -> bool:
@@ -129,8 +132,8 @@ def shipped_weights(run: Run, ships: str | None = None) -> str:
     return ships
 
 
-def resolve_score(spec: str, run: Run, ships: str | None = None) -> tuple[str, str | None, str]:
-    """(canonical spec, why, what it optimises) of the score a search of `run` ranks by.
+def resolve_score(spec: str, run: Run, ships: str | None = None) -> tuple[ScoreChoice, str]:
+    """(the score a search of `run` ranks by, named by its canonical spec; what it optimises).
 
     `auto` follows what the export ships (`shipped_weights`): inherited weights are chosen for
     their inherited accuracy, which the supernet measures exactly (`supernet`); a fine-tuned
@@ -139,16 +142,18 @@ def resolve_score(spec: str, run: Run, ships: str | None = None) -> tuple[str, s
     weights (`nas search CONFIG`) always takes the prediction. An unknown spec fails here, with
     a did-you-mean."""
     from estimators import build_estimator, canonical_spec
-    from nas.engine.searching.score import AUTO, choose_score
+    from nas.engine.searching.score import AUTO, ScoreChoice, choose_score
     from nas.engine.untrained import UNTRAINED
 
     shipped = shipped_weights(run, ships)
     trained = run.checkpoint.name != UNTRAINED
     if spec == AUTO and shipped == "inherited" and trained:
-        return SUPERNET_SCORE, (
+        return ScoreChoice(SUPERNET_SCORE, (
             "score auto: supernet (the export ships the inherited weights, export.finetune.length 0: the answer is "
             "chosen for its inherited accuracy, which the supernet measures exactly; with a fine-tune before the "
-            "export, auto predicts the accuracy after training instead)"), "inherited accuracy, measured by the supernet"
+            "export, auto predicts the accuracy after training instead)"),
+            "score auto: supernet (the export ships the inherited weights: it measures their accuracy)"
+        ), "inherited accuracy, measured by the supernet"
     chosen = choose_score(spec, run.dir.root, run.space)
     build_estimator(chosen.name)
     name = canonical_spec(chosen.name)
@@ -159,7 +164,7 @@ def resolve_score(spec: str, run: Run, ships: str | None = None) -> tuple[str, s
                      + (" (the export fine-tunes)" if shipped == "finetuned" and trained else ""))
     else:
         objective = ""      # a score the caller named: "chosen by" already says it
-    return name, chosen.reason, objective
+    return ScoreChoice(name, chosen.reason, chosen.line), objective
 
 
 def resolve_budget(value: str | float | None, low: float, high: float, flag: str) -> float | None:
@@ -214,7 +219,8 @@ def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_
         raise ConfigError(f"finalists: {finalists} is more than trials ({trials}): the finalists are among the "
                           "evaluated archs; lower finalists or raise trials")
     resolved_device = resolve_device(device) if device is not None else run.device
-    spec, reason, objective = resolve_score(score, run, ships)
+    chosen, objective = resolve_score(score, run, ships)
+    spec = chosen.name
     low, high = run.space.costs(run.space.min()), run.space.costs(run.space.max())
     constraints = Constraints(resolve_budget(max_macs, low[0], high[0], "max_macs"),
                               resolve_budget(max_params, low[1], high[1], "max_params"), max_latency_ms)
@@ -225,13 +231,13 @@ def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_
     if workers > 1 and getattr(SEARCHERS.get(searcher).obj, "shared", False):   # spawned workers share a study
         storage = storage if storage is not None else f"journal:///{(out_dir / 'optuna.journal').resolve()}"
         study = study if study is not None else out_dir.name
-    return SearchRequest(searcher, out_dir, options, trials, seed, spec, reason, objective, constraints,
+    return SearchRequest(searcher, out_dir, options, trials, seed, spec, chosen.reason, objective, constraints,
                          str(resolved_device),
                          batch, storage, study, worker, workers, finalists,
                          FINETUNE_STEPS if finalist_steps is None else finalist_steps, FINETUNE_LR,
                          Source(str(run.dir.root.resolve()), run.checkpoint.name, run.step), progress,
                          latency_table=latency_table, predict_missing=predict_missing,
-                         first=anchor_archs(run) if spec == SUPERNET_SCORE else ())
+                         first=anchor_archs(run) if spec == SUPERNET_SCORE else (), score_line=chosen.line)
 
 
 def anchor_archs(run: Run) -> tuple[Arch, ...]:

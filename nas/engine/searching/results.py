@@ -105,6 +105,8 @@ class SearchResult:
         finalists: With `finalists=K`: the finalists stage (`nas.engine.searching.finalists`:
             each finalist's two measures, the winner, which is `best`, and the score's own best).
         optimised_for: What the score optimises, in words (`SearchRequest.objective`).
+        score_line, score_reason: Why `auto` chose the score, in one short line and with the
+            whole evidence (None when the caller named it).
     """
 
     best: Arch
@@ -125,6 +127,8 @@ class SearchResult:
     score_value: float | None = None
     finalists: dict[str, Any] | None = None
     optimised_for: str = ""
+    score_line: str | None = None
+    score_reason: str | None = None
 
     def to_dataframe(self) -> Any:
         """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
@@ -136,7 +140,8 @@ class SearchResult:
         data = {"best": self.best, **({"val_top1": self.val_top1} if self.val_top1 is not None else {}),
                 "macs": self.macs, "dir": str(self.dir), "arch_id": self.arch_id, "params": self.params,
                 "evaluated": self.evaluated, "score": self.score, "score_value": self.score_value,
-                "optimised_for": self.optimised_for}
+                "optimised_for": self.optimised_for, "score_line": self.score_line,
+                "score_reason": self.score_reason}
         if self.latency_ms is not None:
             data["latency_ms"] = self.latency_ms
         if self.latency_check is not None:

@@ -10,9 +10,11 @@ space and recipe, graded on the other half (the figures, dated, are in BENCHMARK
 `cell201`, NAS-Bench-201's published CIFAR-10 accuracies of the paper-scale network chose the same
 score (`benchmarks/nb201_proxies.py`). A summary that reports no
 within-bin tau leaves `supernet`, BN-recalibrated validation top-1 (what a search ranked by
-before estimators existed). Either way one line on stderr says what was chosen and why,
-and, when the chosen estimator's 90% interval includes 0, that the ground truth cannot tell it
-from chance (a small or flat ground truth: the choice stands, flagged as weak).
+before estimators existed). Either way one short line on stderr says what was chosen and its
+one reason (`ScoreChoice.line`), and the search's summary.json keeps the whole evidence
+(`ScoreChoice.reason`: the files, figures and caveats); when the chosen estimator's 90% interval
+includes 0, both say the ground truth cannot tell it from chance (a small or flat ground truth:
+the choice stands, flagged as weak).
 
 A summary belongs to the run's space when its `space` and `space_fingerprint` match the
 space's (a summary without them, from before they were recorded, is taken as the run's): one of
@@ -97,11 +99,14 @@ def default_score(space: Any) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class ScoreChoice:
-    """The score a search uses: `name` (an estimator or fusion spec) and, for `auto`, the line
-    saying why (`reason`; None when the user named the score)."""
+    """The score a search uses: `name` (an estimator or fusion spec) and, for `auto`, why (both
+    None when the user named the score): `line`, the score and its one reason in a short line
+    (what a search announces and `nas summary` prints), and `reason`, the whole evidence (files,
+    figures, caveats: summary.json's `score_reason`)."""
 
     name: str
     reason: str | None = None
+    line: str | None = None
 
 
 def latest_fidelity_summary(run_root: Path) -> Path | None:
@@ -206,8 +211,11 @@ def choose_score(spec: str, run_root: Path, space: Any = None) -> ScoreChoice:
             ignored = f"; ignored {path}: it measured {other}"
     of_space = " of this space" if ignored else ""
     spec, why = default_score(space)
+    name = getattr(space, "name", None)
+    whose = f"the {name} default" if name in DEFAULT_SCORES else "the generic default"
     return ScoreChoice(spec, f"score auto: {spec} (no fidelity summary{of_space} in {run_root / 'fidelity'}{ignored}; "
-                             f"{why}; `nas fidelity` measures the estimators on this run)")
+                             f"{why}; `nas fidelity` measures the estimators on this run)",
+                       f"score auto: {spec}, {whose} (no fidelity summary{of_space or ' of this run'})")
 
 
 def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreChoice:
@@ -215,7 +223,8 @@ def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreC
     taus = within_bin_taus(summary)
     if not taus:
         return ScoreChoice(DEFAULT, f"score auto: {DEFAULT} ({path} reports no within-bin tau of any "
-                                    f"estimator{ignored})")
+                                    f"estimator{ignored})",
+                           f"score auto: {DEFAULT} (the fidelity summary reports no within-bin tau)")
     ordered = sorted(taus, key=lambda name: (-taus[name], name != DEFAULT, name))
     best, others = ordered[0], ", ".join(f"{name} {taus[name]:.3f}" for name in ordered[1:])
     interval = within_bin_interval(summary, best)
@@ -225,7 +234,9 @@ def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreC
                 f"tell it from chance within MACs bins, so the choice is weak (a ground truth of "
                 f"more archs would settle it)")
     return ScoreChoice(best, f"score auto: {best} (within-bin Kendall tau {taus[best]:.3f} in {path}"
-                             f"{'; ' + others if others else ''}{ignored}){weak}")
+                             f"{'; ' + others if others else ''}{ignored}){weak}",
+                       f"score auto: {best}, the best within-bin tau in nas fidelity ({taus[best]:.3f}"
+                       f"{'; weak: its 90% interval includes 0' if weak else ''})")
 
 
 class _Batches(Sequence):

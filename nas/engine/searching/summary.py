@@ -91,6 +91,16 @@ def _problem(summary: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _score_line(summary: Mapping[str, Any]) -> str:
+    """The score and its one reason (a summary written before `score_line` existed: the score)."""
+    line, score = summary.get("score_line"), summary.get("score", "supernet")
+    if isinstance(line, str) and line:
+        return line
+    if summary.get("score_reason"):
+        return f"score auto: {score} (why: score_reason in summary.json)"
+    return f"the score {score}"
+
+
 def _finalists_ok(stage: Any) -> bool:
     if not isinstance(stage, Mapping) or not isinstance(stage.get("finalists"), list):
         return False
@@ -105,8 +115,9 @@ def _finalists_ok(stage: Any) -> bool:
 
 
 def format_search_summary(summary: Mapping[str, Any]) -> str:
-    """A search's answer in a few lines: the chosen subnet, its costs against the budgets, and how
-    it was chosen (the score, why, and the finalists stage if any)."""
+    """A search's answer in a few short lines: the chosen subnet, its costs against the budgets,
+    and how it was chosen (the score and its one reason, what the search evaluated, and the
+    finalists stage if any). The evidence behind `auto`'s choice is in `score_reason`."""
     from nas.core.amounts import format_amount
 
     budgets = summary.get("budgets") or {}
@@ -124,9 +135,8 @@ def format_search_summary(summary: Mapping[str, Any]) -> str:
         costs.append(f"latency {summary['latency_ms']:.3f} ms" + (f" of a {budget:g} ms budget" if budget else ""))
     top1 = f", val top-1 {100 * summary['val_top1']:.2f}% in the supernet" if summary.get("val_top1") is not None else ""
     lines = [f"chosen subnet {summary['arch_id']}: {', '.join(costs)}{top1}"]
-    score = summary.get("score", "supernet")
-    why = summary.get("score_reason") or f"the score {score}"
-    lines.append(f"chosen by: {why}; {summary.get('evaluated', '?')} archs evaluated"
+    lines.append(f"chosen by: {_score_line(summary)}")
+    lines.append(f"searched: {summary.get('evaluated', '?')} archs evaluated"
                  + (f" by {summary['searcher']}" if summary.get("searcher") else "")
                  + (f"; optimised for {summary['optimised_for']}" if isinstance(summary.get("optimised_for"), str)
                     and summary.get("optimised_for") else ""))

@@ -191,9 +191,10 @@ def test_cli_finalists_and_the_summary_of_a_search_folder(trained, favours_min, 
     budget = summary["budgets"]["macs"]
     assert lines[0].startswith(f"chosen subnet {summary['arch_id']}: MACs ") and " budget (" in lines[0]
     assert f"({100 * summary['macs'] / budget:.0f}%)" in lines[0]
-    assert lines[1] == f"chosen by: the score {FavoursMin.name}; 9 archs evaluated by random"
-    assert lines[2].startswith("then finalists: the 2 best by the score") and "#2 by the score won" in lines[2]
-    assert lines[3] == f"arch file: {out / 'best.yaml'}"
+    assert lines[1] == f"chosen by: the score {FavoursMin.name}"
+    assert lines[2] == "searched: 9 archs evaluated by random"
+    assert lines[3].startswith("then finalists: the 2 best by the score") and "#2 by the score won" in lines[3]
+    assert lines[4] == f"arch file: {out / 'best.yaml'}"
 
 
 def test_summary_of_a_folder_that_is_no_search_is_one_line(tmp_path, capsys):

@@ -150,14 +150,21 @@ def test_auto_without_a_fidelity_summary_uses_the_space_s_default_and_says_so(tr
     assert cli.main(["search", "tiny", "--runs-dir", str(trained), "--trials", "2", "--out", str(tmp_path / "s"),
                      "--json", "--quiet", "--ships", "finetuned"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["score"] == "naswot"
-    assert err.strip() == (f"--score auto: naswot (no fidelity summary in {trained / 'tiny' / 'fidelity'}; the default "
-                           "for mobilenetv3, chosen on half of the committed ground truth of fashion_mnist_mbv3, "
-                           "graded on the other half (no candidate, MACs included, ranked that half better than "
-                           "chance); benchmarks/default_score.py, BENCHMARKS.md section 17 gives the held-out figures "
-                           "and their date; this run's mobilenetv3 space has other choices than that "
-                           f"one (fingerprint {run.space.fingerprint()}); `nas fidelity` measures the estimators on "
-                           "this run)")
+    printed = json.loads(out)
+    assert printed["score"] == "naswot"
+    # one short line on stderr; the evidence in the JSON (and summary.json)
+    assert err.strip() == "--score auto: naswot, the mobilenetv3 default (no fidelity summary of this run)"
+    assert printed["score_line"] == "score auto: naswot, the mobilenetv3 default (no fidelity summary of this run)"
+    assert printed["score_reason"] == (
+        f"score auto: naswot (no fidelity summary in {trained / 'tiny' / 'fidelity'}; the default "
+        "for mobilenetv3, chosen on half of the committed ground truth of fashion_mnist_mbv3, "
+        "graded on the other half (no candidate, MACs included, ranked that half better than "
+        "chance); benchmarks/default_score.py, BENCHMARKS.md section 17 gives the held-out figures "
+        "and their date; this run's mobilenetv3 space has other choices than that "
+        f"one (fingerprint {run.space.fingerprint()}); `nas fidelity` measures the estimators on "
+        "this run)")
+    saved = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert (saved["score_line"], saved["score_reason"]) == (printed["score_line"], printed["score_reason"])
     context = EstimatorContext(run.space, run.data.sample_batches("train", 2, 64, 0))
     for record in _lines(tmp_path / "s" / "results.jsonl"):
         assert record["score"] == "naswot" and "val_top1" not in record
@@ -185,6 +192,32 @@ def test_the_default_of_a_shipped_space_and_of_a_space_without_ground_truth():
                    "and their date")
 
 
+def test_auto_s_line_is_short_and_the_evidence_is_asked_for(trained, tmp_path, capsys):
+    """`nas summary` says the score and its one reason in one short line; `--json` keeps the evidence."""
+    from nas.engine.searching.score import choose_score
+
+    vit = api.build_space(api.load_config("fashion_mnist_vit"))
+    choice = choose_score("auto", tmp_path, vit)
+    assert choice.line == "score auto: macs+naswot+synflow, the generic default (no fidelity summary of this run)"
+    assert choice.line.split(", ")[0] in choice.reason and len(choice.reason) > 250
+    assert cli.main(["search", "tiny", "--runs-dir", str(trained), "--trials", "2", "--out", str(tmp_path / "s"),
+                     "--quiet", "--ships", "finetuned"]) == 0
+    capsys.readouterr()
+    assert cli.main(["summary", str(tmp_path / "s")]) == 0
+    chosen = [line for line in capsys.readouterr().out.splitlines() if line.startswith("chosen by: ")]
+    assert chosen == ["chosen by: score auto: naswot, the mobilenetv3 default (no fidelity summary of this run)"]
+    assert cli.main(["summary", str(tmp_path / "s"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["score_line"] == chosen[0].removeprefix("chosen by: ")
+    assert "BENCHMARKS.md section 17" in printed["score_reason"] and "fashion_mnist_mbv3" in printed["score_reason"]
+    # a summary from before score_line existed: the score, and where its reason is
+    saved = tmp_path / "s" / "summary.json"
+    saved.write_text(json.dumps({key: value for key, value in json.loads(saved.read_text()).items()
+                                 if key != "score_line"}))
+    assert cli.main(["summary", str(tmp_path / "s")]) == 0
+    assert "chosen by: score auto: naswot (why: score_reason in summary.json)\n" in capsys.readouterr().out
+
+
 def test_every_default_score_is_spelt_as_searches_record_it():
     from estimators import canonical_spec
     from nas.engine.searching.score import DEFAULT_SCORES, GENERIC_DEFAULT
@@ -210,9 +243,10 @@ def test_auto_picks_the_best_within_bin_tau_of_the_latest_fidelity_summary(train
     _summary(fidelity / "older", {"supernet": 0.2, "macs": 0.9}, 1_000_000_000)   # newer name order, older file
     assert cli.main(["search", "tiny", "--runs-dir", str(runs), "--trials", "3", "--json", "--quiet", "--ships", "finetuned"]) == 0
     out, err = capsys.readouterr()
-    assert err.strip() == (f"--score auto: params (within-bin Kendall tau 0.350 in {fidelity / 'newer' / 'summary.json'}"
-                           "; supernet 0.200, macs 0.100)")
+    assert err.strip() == "--score auto: params, the best within-bin tau in nas fidelity (0.350)"
     printed = json.loads(out)
+    assert printed["score_reason"] == (f"score auto: params (within-bin Kendall tau 0.350 in "
+                                       f"{fidelity / 'newer' / 'summary.json'}; supernet 0.200, macs 0.100)")
     assert printed["score"] == "params" and Path(printed["dir"]).name == "evolution-score-params-s0"
     run = api.load_run("tiny", runs)
     assert all(r["score_value"] == run.space.params(r["arch"]) for r in _lines(Path(printed["dir"]) / "results.jsonl"))
@@ -274,6 +308,8 @@ def test_auto_says_when_its_choice_is_indistinguishable_from_chance(tmp_path):
                              "90% interval [-0.02, 0.18] includes 0: this ground truth cannot tell it from chance "
                              "within MACs bins, so the choice is weak (a ground truth of more archs would "
                              "settle it)")
+    assert choice.line == "score auto: naswot, the best within-bin tau in nas fidelity (0.080; weak: its 90% interval " \
+                          "includes 0)"
     path.write_text(json.dumps({"within_bin_tau": 0.3, "within_bin_tau_ci90": [0.1, 0.5], "estimators": {}}))
     assert choose_score("auto", tmp_path).reason.endswith("in " + str(path) + ")")   # the top-level supernet: clear
 
@@ -289,10 +325,11 @@ def test_auto_reads_only_summaries_that_compare_estimators(tmp_path):
     choice = choose_score("auto", tmp_path)
     assert choice.name == "supernet" and choice.reason == f"score auto: supernet ({old} reports no within-bin tau " \
                                                           "of any estimator)"
+    assert choice.line == "score auto: supernet (the fidelity summary reports no within-bin tau)"
     old.write_text("{not json")
     with pytest.raises(SearchError, match=f"score auto: {old}: cannot read the fidelity summary"):
         choose_score("auto", tmp_path)
-    assert choose_score("params", tmp_path).reason is None
+    assert choose_score("params", tmp_path).reason is None and choose_score("params", tmp_path).line is None
 
 
 def test_auto_ignores_a_fidelity_summary_of_another_space_and_says_so(tmp_path):
@@ -316,8 +353,9 @@ def test_auto_ignores_a_fidelity_summary_of_another_space_and_says_so(tmp_path):
     own.write_text(json.dumps({**marked, "space": "cell201", "space_fingerprint": space.fingerprint()}))
     assert choose_score("auto", tmp_path, space).name == "macs"
     own.write_text(json.dumps({**marked, "space": "mobilenetv3"}))
-    assert "ignored " + str(own) in choose_score("auto", tmp_path, space).reason
-    assert choose_score("auto", tmp_path, space).name != "macs"
+    choice = choose_score("auto", tmp_path, space)
+    assert "ignored " + str(own) in choice.reason and choice.name != "macs"
+    assert choice.line == f"score auto: {choice.name}, the cell201 default (no fidelity summary of this space)"
 
 
 @pytest.mark.parametrize("tau", [1.5, -1.01, float("nan"), float("inf"), "0.3", True])
