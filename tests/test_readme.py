@@ -2,8 +2,6 @@
 file, its Python blocks import what they use, and a newcomer is given exactly two commands."""
 from __future__ import annotations
 
-import ast
-import builtins
 import re
 import shlex
 from pathlib import Path
@@ -12,6 +10,7 @@ import pytest
 
 from nas import cli
 from nas.core import yaml_io
+from tests.support.python_blocks import undefined_names
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -66,23 +65,11 @@ def test_the_yaml_shown_is_the_shipped_default():
     assert yaml_io.loads(shown) == yaml_io.loads(shipped)
 
 
-def _undefined_names(source: str) -> set[str]:
-    tree = ast.parse(source)
-    bound = set(dir(builtins))
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            bound.add(node.id)
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-            and node.id not in bound}
-
-
 def test_python_blocks_parse_and_import_what_they_use():
     sources = blocks("python")
     assert sources
     for source in sources:
-        assert not _undefined_names(source), source
+        assert not undefined_names(source), source
 
 
 def test_python_api_names_in_the_readme_exist():

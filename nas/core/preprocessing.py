@@ -34,6 +34,6 @@ def normalize(x: torch.Tensor, mean: Sequence[float] | torch.Tensor,
 
 
 def preprocessing_metadata(resolution: int, mean: Sequence[float], std: Sequence[float]) -> dict[str, Any]:
-    """The `preprocessing` entry of an export's `metrics.json` (the README's export section)."""
+    """The `preprocessing` entry of an export's `metrics.json` (docs/exports.md)."""
     return {"resolution": int(resolution), "interpolation": INTERPOLATION, "antialias": ANTIALIAS,
             "mean": list(mean), "std": list(std)}

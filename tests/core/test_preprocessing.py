@@ -1,5 +1,5 @@
 """The one input preprocessing: bilinear resize without antialiasing, per-channel normalisation,
-and the metadata an export records of it (the README's export section)."""
+and the metadata an export records of it (docs/exports.md)."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 """Export a subnet: a static module of plain torch layers, checked and saved.
 
-Files, in the output directory (README, "Exports"): `model.pt2` (torch.export of the eval-mode
+Files, in the output directory (docs/exports.md): `model.pt2` (torch.export of the eval-mode
 model, dynamic batch), `weights.safetensors`, `arch.yaml`, `metrics.json`, `timm.json` where
 the space maps to a timm model (with a `pretrained_cfg` giving timm the export's
 preprocessing), and `model.onnx` on request (the `onnx` extra: onnx and onnxscript to write
