@@ -5,14 +5,13 @@ layer, or fitted from timings) or a column of measured per-arch latencies.
 CSV (`nas.engine.searching.latency_timings`). An arch the file lacks is an error naming it,
 unless the user asked for predictions: then a table fitted to the file's rows
 (`nas.engine.searching.latency_fit`) predicts it. Where several rows are one canonical arch
-(e.g. NAS-Bench-201 strings that differ only on dead edges), the row written in canonical form
-wins; without one, their median is used (a warning says how many).
+(repeated timings, or NAS-Bench-201 strings that differ only on dead edges), the median of the
+rows written in canonical form is used, else the median of them all (`Timings.per_arch`; a
+warning says how many archs are timed only in other forms).
 """
 from __future__ import annotations
 
-import statistics
 import warnings
-from collections import defaultdict
 from typing import Any, Mapping
 
 from nas.core.arch import arch_id
@@ -54,19 +53,13 @@ class ArchLatencyTable:
 
 
 def _per_canonical_arch(timings: Timings) -> dict[str, float]:
-    exact: dict[str, float] = {}
-    others: dict[str, list[float]] = defaultdict(list)
-    for raw, canonical, ms in zip(timings.raw, timings.archs, timings.ms):
-        key = arch_id(canonical)
-        if dict(raw) == canonical:
-            exact.setdefault(key, ms)
-        else:
-            others[key].append(ms)
-    merged = {key: statistics.median(values) for key, values in others.items() if key not in exact}
+    points = timings.per_arch()
+    spelt = {arch_id(canonical) for raw, canonical in zip(timings.raw, timings.archs) if dict(raw) == canonical}
+    merged = [arch for arch in points.archs if arch_id(arch) not in spelt]
     if merged:
         warnings.warn(f"{timings.path}: {len(merged)} archs are timed only in forms that differ from the "
                       f"network nas builds (e.g. operations on dead edges); their median timing is used")
-    return {**merged, **exact}
+    return {arch_id(arch): ms for arch, ms in zip(points.archs, points.ms)}
 
 
 def load_latency_source(spec: str, space: ArchSpace, batch_size: int = 1,
@@ -85,5 +78,6 @@ def load_latency_source(spec: str, space: ArchSpace, batch_size: int = 1,
     timings = read_timings(path, space, column or DEFAULT_COLUMN, flag="latency_table")
     fallback = None
     if predict_missing:
-        fallback = fit_table(space, timings, device=timings.column, batch_size=batch_size)[0]
+        fallback = fit_table(space, timings, device=timings.column, batch_size=batch_size, flag="latency_table",
+                             offer_priors=False)[0]
     return ArchLatencyTable(space, timings, batch_size, fallback)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -101,7 +102,7 @@ def test_a_planted_additive_latency_is_recovered_from_a_few_timings(space, tmp_p
 def test_fewer_timings_than_the_model_needs_say_how_many(space, tmp_path):
     path, *_ = planted_file(space, tmp_path / "t.csv", 5)
     with pytest.raises(ConfigError, match=r"5 timings; the model has 5 free costs \(4 layer groups \+ a constant\) "
-                                          r"and needs at least 6 timings \(or 3 with prior tables: priors=\)"):
+                                          r"and needs at least 6 distinct archs timed \(or 3 with prior tables: priors=\)"):
         fit_table(space, read_timings(path, space))
 
 
@@ -117,7 +118,7 @@ def test_a_prior_from_another_device_cuts_the_timings_needed(space, tmp_path):
     predicted = np.array([table.predict(space, a) for a in others])
     assert spearmanr(predicted, truth)[0] >= 0.97 and np.mean(np.abs(predicted - truth) / truth) < 0.05
     assert report.priors == [str(prior_path)] and report.how.startswith("prior")
-    with pytest.raises(ConfigError, match="needs at least 6 timings"):
+    with pytest.raises(ConfigError, match="needs at least 6 distinct archs"):
         fit_table(space, read_timings(target_path, space))
 
 
@@ -171,6 +172,61 @@ def test_rows_of_one_network_use_the_canonical_row_or_the_median(space, tmp_path
         assert load_latency_source(str(path), space).predict(space, arch) == 8.0
 
 
+def repeated_file(space, path, rows_per_arch: list[int], seed: int = 1, noise: float = NOISE):
+    """Archs timed by the planted model, arch k on `rows_per_arch[k]` rows (each with its own noise)."""
+    costs, constant = planted_costs(space)
+    rng = random.Random(seed + 100)
+    rows = [(json.dumps(arch), f"{planted_ms(space, arch, costs, constant) * (1 + rng.gauss(0, noise)):.6f}")
+            for arch, count in zip(timed_archs(space, len(rows_per_arch), seed), rows_per_arch) for _ in range(count)]
+    return write_timings(path, rows)
+
+
+def test_latency_fit_counts_distinct_archs_not_rows(space, tmp_path):
+    """3 archs timed 3 times each, or one arch timed 20 times, are too few for 5 free costs."""
+    thrice = repeated_file(space, tmp_path / "thrice.csv", [3, 3, 3])
+    with pytest.raises(ConfigError, match=r"^timings: .*thrice.csv: 9 timings of 3 distinct archs; the model has 5 "
+                                          r"free costs .* needs at least 6 distinct archs timed"):
+        fit_table(space, read_timings(thrice, space))
+    one = repeated_file(space, tmp_path / "one.csv", [20])
+    with pytest.raises(ConfigError, match="20 timings of 1 distinct archs"):
+        fit_table(space, read_timings(one, space))
+
+
+def test_repeated_timings_of_an_arch_are_one_point_held_out_together(space, tmp_path):
+    """A file timing each of 12 archs twice fits and holds out exactly as the file of their medians."""
+    twice = read_timings(repeated_file(space, tmp_path / "twice.csv", [2] * 12), space)
+    medians = {}
+    for arch, ms in zip(twice.archs, twice.ms):
+        medians.setdefault(arch_id(arch), (arch, []))[1].append(ms)
+    once = write_timings(tmp_path / "once.csv", [(json.dumps(a), f"{sum(v) / 2!r}") for a, v in medians.values()])
+    table, report = fit_table(space, twice)
+    single, single_report = fit_table(space, read_timings(once, space))
+    assert (report.timings, report.archs, single_report.timings) == (24, 12, 12)
+    assert report.heldout_mape_pct == pytest.approx(single_report.heldout_mape_pct, rel=1e-9)
+    assert report.heldout_spearman == single_report.heldout_spearman
+    assert [row["heldout_ms"] for row in table.fit] == pytest.approx([row["heldout_ms"] for row in single.fit])
+    assert [row["timings"] for row in table.fit] == [2] * 12
+
+
+def test_an_arch_timed_far_off_its_other_timing_is_reported(space, tmp_path):
+    archs = timed_archs(space, 7, seed=3)
+    rows = [(json.dumps(a), 2.0 + i) for i, a in enumerate(archs)] + [(json.dumps(archs[2]), 20.0)]
+    timings = read_timings(write_timings(tmp_path / "t.csv", rows), space)
+    with pytest.warns(UserWarning, match=rf"1 archs are timed more than 2x apart in rows written alike \(first: arch "
+                                         rf"{arch_id(archs[2])}, line 4: 4 ms, line 9: 20 ms\); their median is used"):
+        points = timings.per_arch()
+    assert points.ms[2] == 12.0 and points.counts[2] == 2
+
+
+def test_a_search_predicting_missing_archs_refuses_too_few_distinct_archs_without_offering_priors(space, tmp_path):
+    """`--predict-missing` on 3 archs timed 3 times: refused (it used to predict 0 ms for every
+    arch), and search has no `--prior` to suggest."""
+    path = repeated_file(space, tmp_path / "same.csv", [3, 3, 3])
+    with pytest.raises(ConfigError, match=r"^latency_table: .*same.csv: 9 timings of 3 distinct archs") as caught:
+        load_latency_source(str(path), space, predict_missing=True)
+    assert "prior" not in str(caught.value)
+
+
 # --- the CLI: one line per problem, exit 2 ---------------------------------------------------------
 
 
@@ -216,7 +272,7 @@ def _bad_rows(tiny_space):
                                                         r"milliseconds > 0, got -1.5"),
         "zero": ([(good[0][0], "0")] + good[1:], r"line 2: latency_ms: must be .* > 0, got 0$"),
         "missing": (good[:5] + [(good[5][0], "")], r"line 7: latency_ms: missing value"),
-        "too few": (good[:4], r"4 timings; the model has 4 free costs .* needs at least 5 timings"),
+        "too few": (good[:4], r"4 timings; the model has 4 free costs .* needs at least 5 distinct archs"),
     }
 
 
@@ -227,6 +283,19 @@ def test_bad_timings_fail_in_one_line(capsys, tiny_yaml, tiny_space, tmp_path, c
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("nas latency-fit: error: ")
     assert __import__("re").search(message, err.strip()), err
+
+
+def test_a_fit_from_few_archs_says_its_held_out_figures_are_rough(capsys, tiny_yaml, tiny_space, tmp_path):
+    path, *_ = planted_file(tiny_space, tmp_path / "t.csv", 6)
+    code, out, err = _fit(capsys, tiny_yaml, path)
+    assert code == 0 and err == ""
+    assert re.search(r"fitted from 6 timed archs \(4 free costs, plain\); held out over 6 archs \(rough: fewer than "
+                     r"20 archs\): Spearman -?[01]\.\d{3}, MAPE \d+\.\d%$", out.strip()), out
+    code, out, _ = _fit(capsys, tiny_yaml, path, "--json")
+    assert json.loads(out)["archs"] == 6 and json.loads(out)["rough"] is True
+    path, *_ = planted_file(tiny_space, tmp_path / "many.csv", 20)
+    code, out, _ = _fit(capsys, tiny_yaml, path)
+    assert code == 0 and "held out over 20 archs: Spearman" in out
 
 
 def test_seconds_given_for_milliseconds_are_warned_of(capsys, tiny_yaml, tiny_space, tmp_path):
