@@ -187,6 +187,7 @@ class LatencyTable:
     repeats: int = 0
     path: Path | None = None
     fitted: dict[str, Any] | None = None
+    floors: dict[str, tuple[float, Arch]] = field(default_factory=dict, repr=False, compare=False)  # costs.py
 
     @property
     def measurable(self) -> bool:

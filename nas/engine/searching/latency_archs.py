@@ -14,11 +14,11 @@ from __future__ import annotations
 import warnings
 from typing import Any, Mapping
 
-from nas.core.arch import arch_id
+from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, SearchError
 from nas.engine.searching.latency import DeviceRecord, LatencyTable
 from nas.engine.searching.latency_fit import fit_table
-from nas.engine.searching.latency_timings import DEFAULT_COLUMN, Timings, read_timings, split_spec
+from nas.engine.searching.latency_timings import DEFAULT_COLUMN, ArchTimings, Timings, read_timings, split_spec
 from search_spaces.base import ArchSpace
 
 
@@ -34,7 +34,10 @@ class ArchLatencyTable:
         self.path, self.column, self.fallback = timings.path, timings.column, fallback
         self.device = DeviceRecord(timings.column, f"measured per arch: {timings.path.name}:{timings.column}",
                                    "", 0, "", batch_size, False)
-        self.ms = _per_canonical_arch(timings)
+        points = _per_canonical_arch(timings)
+        self.archs = points.archs       # the canonical archs its rows time
+        self.ms = {arch_id(arch): ms for arch, ms in zip(points.archs, points.ms)}
+        self.floors: dict[str, tuple[float, Arch]] = {}     # the search's latency floor per space (costs.py)
 
     def predict(self, space: ArchSpace, arch: Mapping[str, Any]) -> float:
         """The measured ms of `arch` (canonical), else the fallback's prediction, else `SearchError`."""
@@ -52,20 +55,22 @@ class ArchLatencyTable:
             raise SearchError(f"latency_table: {self.path} was read for another space ({self.space})")
 
 
-def _per_canonical_arch(timings: Timings) -> dict[str, float]:
+def _per_canonical_arch(timings: Timings) -> ArchTimings:
     points = timings.per_arch()
     spelt = {arch_id(canonical) for raw, canonical in zip(timings.raw, timings.archs) if dict(raw) == canonical}
     merged = [arch for arch in points.archs if arch_id(arch) not in spelt]
     if merged:
         warnings.warn(f"{timings.path}: {len(merged)} archs are timed only in forms that differ from the "
                       f"network nas builds (e.g. operations on dead edges); their median timing is used")
-    return {arch_id(arch): ms for arch, ms in zip(points.archs, points.ms)}
+    return points
 
 
 def load_latency_source(spec: str, space: ArchSpace, batch_size: int = 1,
                         predict_missing: bool = False) -> LatencyTable | ArchLatencyTable:
     """What `--latency-table SPEC` names: a table file (`.json`: `nas latency-table` or `nas
-    latency-fit`), or `CSV[:COLUMN]` of measured per-arch ms (column default `latency_ms`)."""
+    latency-fit`), which must be of `batch_size` (`ConfigError` naming `batch` otherwise), or
+    `CSV[:COLUMN]` of measured per-arch ms (column default `latency_ms`), taken to be timed at
+    `batch_size`."""
     path, column = split_spec(spec)
     if path.suffix == ".json":
         if column is not None:
@@ -74,6 +79,11 @@ def load_latency_source(spec: str, space: ArchSpace, batch_size: int = 1,
             raise ConfigError(f"predict_missing: applies to a CSV latency table; {path} predicts every arch")
         table = LatencyTable.load(path)
         table.check_space(space)
+        if table.device.batch_size != batch_size:
+            raise ConfigError(f"batch: {batch_size}, but the latency table {path} was "
+                              f"{'fitted' if table.fitted is not None else 'measured'} at batch "
+                              f"{table.device.batch_size}; give {{batch={table.device.batch_size}}} or a table of "
+                              f"batch {batch_size}")
         return table
     timings = read_timings(path, space, column or DEFAULT_COLUMN, flag="latency_table")
     fallback = None

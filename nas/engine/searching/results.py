@@ -105,6 +105,8 @@ class SearchResult:
         finalists: With `finalists=K`: the finalists stage (`nas.engine.searching.finalists`:
             each finalist's two measures, the winner, which is `best`, and the score's own best).
         optimised_for: What the score optimises, in words (`SearchRequest.objective`).
+        latency_table: Where `latency_ms` came from (`{"table", "device", "batch"}`; None without
+            a latency table).
     """
 
     best: Arch
@@ -125,6 +127,7 @@ class SearchResult:
     score_value: float | None = None
     finalists: dict[str, Any] | None = None
     optimised_for: str = ""
+    latency_table: dict[str, Any] | None = None
 
     def to_dataframe(self) -> Any:
         """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
@@ -139,6 +142,8 @@ class SearchResult:
                 "optimised_for": self.optimised_for}
         if self.latency_ms is not None:
             data["latency_ms"] = self.latency_ms
+        if self.latency_table is not None:
+            data["latency_table"] = self.latency_table
         if self.latency_check is not None:
             data["latency_check"] = self.latency_check
         if self.finalists is not None:

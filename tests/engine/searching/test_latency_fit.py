@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import random
 import re
@@ -14,7 +15,7 @@ from nas import cli
 from nas.core import yaml_io
 from nas.core.arch import arch_id
 from nas.core.errors import ConfigError, SearchError
-from nas.engine.searching.latency import LatencyTable
+from nas.engine.searching.latency import DeviceRecord, LatencyTable
 from nas.engine.searching.latency_archs import load_latency_source
 from nas.engine.searching.latency_fit import fit_table, load_priors
 from nas.engine.searching.latency_timings import read_timings
@@ -32,6 +33,12 @@ NOISE = 0.02
 @pytest.fixture(scope="module")
 def space():
     return make_space("cell201", small=True)      # 5 operations: 4 layer groups + a constant
+
+
+@pytest.fixture(scope="module")
+def three_ops():
+    """729 raw archs: a search lists them in a moment."""
+    return make_space("cell201", small=True, operations=("none", "skip_connect", "conv_1x1"))
 
 
 def planted_costs(space, seed: int = 0, scale: float = 1.0) -> tuple[dict[str, float], float]:
@@ -122,7 +129,8 @@ def test_a_prior_from_another_device_cuts_the_timings_needed(space, tmp_path):
         fit_table(space, read_timings(target_path, space))
 
 
-def test_the_fitted_table_drives_a_search_within_its_budget(space, tmp_path):
+def test_the_fitted_table_drives_a_search_within_its_budget(three_ops, tmp_path):
+    space = three_ops
     path, *_ = planted_file(space, tmp_path / "t.csv", 12)
     table, _ = fit_table(space, read_timings(path, space))
     table = LatencyTable.load(table.save(tmp_path / "fit.json"))
@@ -225,6 +233,73 @@ def test_a_search_predicting_missing_archs_refuses_too_few_distinct_archs_withou
     with pytest.raises(ConfigError, match=r"^latency_table: .*same.csv: 9 timings of 3 distinct archs") as caught:
         load_latency_source(str(path), space, predict_missing=True)
     assert "prior" not in str(caught.value)
+
+
+def planted_table(space, costs: dict[str, float], constant: float, batch: int = 1) -> LatencyTable:
+    entries = {key: {"median_ms": ms, "p90_ms": ms, "in_shape": [1], "macs": 0, "params": 0} for key, ms in costs.items()}
+    return LatencyTable(space.name, space.fingerprint(), DeviceRecord("phone", "planted", "", 0, "", batch, False),
+                        entries, constant, fitted={"planted": True})      # fitted: not timed here
+
+
+def test_the_latency_floor_is_the_cheapest_live_arch_the_table_holds_not_the_min_subnets(three_ops, tmp_path):
+    """On this table skip_connect is dear and conv_1x1 cheap: archs of more MACs than the min
+    subnet (one skip edge) run faster; a budget between them is searched, one below is refused."""
+    space = three_ops
+    costs, constant = planted_costs(space)
+    costs = {key: 0.5 if "skip" in key else 0.001 if "conv_1x1" in key else ms for key, ms in costs.items()}
+    table = planted_table(space, costs, constant)
+    live = [a for a in space.enumerate() if space.is_live(a)]
+    floor = min(planted_ms(space, a, costs, constant) for a in live)
+    low = planted_ms(space, space.min(), costs, constant)
+    assert floor < low - 0.3
+    budget = (floor + low) / 2
+    request = SearchRequest("random", tmp_path / "search", trials=3, seed=0, progress=False, tensorboard=False,
+                            constraints=Constraints(max_latency_ms=budget))
+    result = run_search(space, StubEvaluator(space, space.max()), request, latency=table, export=lambda a: None)
+    assert floor <= result.latency_ms <= budget
+    request = dataclasses.replace(request, out=tmp_path / "below", constraints=Constraints(max_latency_ms=floor * 0.99))
+    with pytest.raises(SearchError, match=rf"^max_latency_ms: .* is below the cheapest live arch of the latency table "
+                                          rf"\(\w+: {floor:.3g} ms predicted on phone, batch 1\); raise the budget$"):
+        run_search(space, StubEvaluator(space, space.max()), request, latency=table, export=lambda a: None)
+
+
+def test_the_latency_floor_of_measured_per_arch_ms_is_their_cheapest_live_row(space, tmp_path):
+    from nas.engine.searching.costs import SearchCosts
+
+    dead = {key: "none" for key in space.choices()}
+    others = [a for a in timed_archs(space, 12, seed=4) if space.is_live(a) and a != space.min()][:5]
+    rows = [(json.dumps(space.min()), 1.47), (json.dumps(dead), 0.01)]
+    rows += [(json.dumps(a), 1.05 + 0.03 * i) for i, a in enumerate(others)]
+    source = load_latency_source(str(write_timings(tmp_path / "m.csv", rows)), space)
+    SearchCosts(space, {"latency_ms": 1.2}, source).check_cheapest()       # refused as below 1.47 before
+    with pytest.raises(SearchError, match=rf"below the cheapest live arch of the latency table \({arch_id(others[0])}: "
+                                          r"1.05 ms predicted on latency_ms, batch 1\)"):
+        SearchCosts(space, {"latency_ms": 1.0}, source).check_cheapest()
+
+
+def test_a_latency_tables_batch_must_be_the_searchs(space, tmp_path):
+    costs, constant = planted_costs(space)
+    path = planted_table(space, costs, constant, batch=32).save(tmp_path / "b32.json")
+    assert load_latency_source(str(path), space, batch_size=32).device.batch_size == 32
+    with pytest.raises(ConfigError, match=rf"^batch: 1, but the latency table {path} was fitted at batch 32; "
+                                          r"give batch=32 or a table of batch 1$"):
+        load_latency_source(str(path), space, batch_size=1)
+
+
+def test_the_search_summary_names_the_latency_table_its_device_and_batch(three_ops, tmp_path):
+    from nas.engine.searching.summary import format_search_summary, search_summary
+
+    space = three_ops
+    path, *_ = planted_file(space, tmp_path / "t.csv", 8)
+    table, _ = fit_table(space, read_timings(path, space), device="pixel3")
+    saved = table.save(tmp_path / "fit.json")
+    request = SearchRequest("random", tmp_path / "search", trials=3, seed=0, progress=False, tensorboard=False,
+                            constraints=Constraints(max_latency_ms=1e3))
+    result = run_search(space, StubEvaluator(space, space.max()), request, latency=load_latency_source(str(saved), space),
+                        export=lambda a: None)
+    assert result.to_json()["latency_table"] == {"table": str(saved), "device": "pixel3", "batch": 1}
+    text = format_search_summary(search_summary(tmp_path / "search"))
+    assert f"latency {result.latency_ms:.3f} ms ({saved}, pixel3, batch 1) of a 1000 ms budget" in text, text
 
 
 # --- the CLI: one line per problem, exit 2 ---------------------------------------------------------
