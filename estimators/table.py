@@ -38,6 +38,7 @@ from estimators.base import Estimator, EstimatorContext
 from nas.core.yaml_io import loads as load_yaml
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ArchError, ConfigError, clip
+from nas.core.files import not_text
 from search_spaces.base import ArchSpace
 
 PREFIX = "table:"
@@ -87,8 +88,7 @@ def _header(path: Path, param: str) -> list[str]:
 
 
 def _not_text(path: Path, param: str, error: UnicodeDecodeError) -> ConfigError:
-    return ConfigError(f"{param}: {path}: not a UTF-8 text file (byte {error.object[error.start]:#04x} at offset "
-                       f"{error.start}); a table is a CSV file")
+    return ConfigError(f"{param}: {path}: {not_text(error)}; a table is a CSV file")
 
 
 def check_spec(spec: str, param: str = "score") -> tuple[Path, str, str]:

@@ -51,12 +51,12 @@ __all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FidelityResult", "Ge
 
 
 def latency_fit(target: str, timings: str, column: str = "latency_ms", priors: tuple[str, ...] = (),
-                device: str | None = None, batch: int = 1, out: str | None = None,
+                name: str | None = None, batch: int = 1, out: str | None = None,
                 overrides: tuple[str, ...] = (), runs_dir: str = "runs") -> tuple[Any, Any]:
     """Fit a latency table of a run's or config's space to whole-network timings (`nas latency-fit`);
     returns the table file and the fit report (`nas.engine.searching.latency_fit.latency_fit`)."""
     from nas.engine.searching.latency_fit import latency_fit as fit
-    return fit(target, timings, column, priors, device, batch, out, overrides, runs_dir)
+    return fit(target, timings, column, priors, name, batch, out, overrides, runs_dir)
 
 
 def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> EvalResult:

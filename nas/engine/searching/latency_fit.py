@@ -314,20 +314,23 @@ def dead_edge_archs(timings: Timings) -> int:
 
 
 def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_COLUMN, priors: Sequence[str] = (),
-                device: str | None = None, batch: int = 1, out: str | Path | None = None,
+                name: str | None = None, batch: int = 1, out: str | Path | None = None,
                 overrides: Sequence[str] = (), runs_dir: str | Path = DEFAULT_RUNS_DIR) -> tuple[Path, FitReport]:
     """Fit the latency table of `target`'s space (a run, or a config with `overrides`) to the
     timings of `column` in the CSV `timings` (`nas latency-fit`) and write it.
 
     `priors`: other devices' tables of the space (`.json`) or timings (`CSV[:COLUMN]`).
-    `device`: the target's name in the table (default: the column's). `out` defaults to
-    `RUN/latency/fit-<device>-b<batch>.json` (required for a config). Returns the file and the report.
+    `name`: the target device's name in the table (default: the column's), a plain name
+    (`nas.engine.run_dir.check_name`: it names the file). `out` defaults to
+    `RUN/latency/fit-<name>-b<batch>.json` (required for a config). Returns the file and the report.
     """
     from nas.core.config import load_config, resolve_config_path
     from nas.engine.run import build_space
-    from nas.engine.run_dir import find_run
+    from nas.engine.run_dir import check_name, find_run
 
     check_int("batch", batch, 1)
+    if name is not None:
+        check_name(name, "name")
     run_dir = None
     try:
         resolve_config_path(target)
@@ -341,11 +344,17 @@ def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_C
         raise ConfigError("set: overrides apply to a config, not to a trained run")
     config = load_config(run_dir.config if run_dir is not None else target, () if run_dir is not None else overrides)
     space = build_space(config)
-    device = device or column
+    device = name or column
     if out is None:
         if run_dir is None:
             raise ConfigError("give the table's file ({out=PATH.json}) when fitting for a config, not a run",
                               param="out")
+        if name is None:
+            try:
+                check_name(column)
+            except RunError:
+                raise ConfigError(f"name: the column {column!r} is no plain name for the table's file; give "
+                                  "{name=NAME}") from None
         out = run_dir.root / "latency" / f"fit-{device}-b{batch}.json"
     out = Path(out)
     if out.suffix != ".json":

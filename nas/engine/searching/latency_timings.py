@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.arch import Arch, arch_id, read_arch_file
-from nas.core.errors import ArchError, ConfigError
+from nas.core.errors import ArchError, ConfigError, clip
+from nas.core.files import not_text
 from search_spaces.base import ArchSpace
 
 ARCH_COLUMN = "arch"
@@ -113,13 +114,16 @@ def read_timings(path: str | Path, space: ArchSpace, column: str = DEFAULT_COLUM
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{flag}: {path}: no such file")
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        for needed in (ARCH_COLUMN, column):
-            if needed not in header:
-                raise ConfigError(f"{flag}: {path}: no column '{needed}' (columns: {', '.join(header) or 'none'})")
-        rows = list(reader)
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            for needed in (ARCH_COLUMN, column):
+                if needed not in header:
+                    raise ConfigError(f"{flag}: {path}: no column '{needed}' (columns: {', '.join(header) or 'none'})")
+            rows = list(reader)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{flag}: {path}: {not_text(e)}; timings are a CSV file") from None
     if not rows:
         raise ConfigError(f"{flag}: {path}: no timings (only a header)")
     resolver = ArchResolver(space, path.parent)
@@ -182,9 +186,12 @@ class ArchResolver:
             raise ArchError("arch: missing")
         if text.startswith("{"):
             arch = self._parse_json(text)
-        elif text.startswith("|") and self.space.name == "cell201":
-            from search_spaces.cell201 import from_nb201_string
-            arch = from_nb201_string(text)
+        elif text.startswith("|"):
+            arch = self.space.arch_from_text(text)
+            if arch is None:
+                self.foreign += 1
+                raise ArchError(f"arch: {clip(text)!r} is a NAS-Bench-201 string, which only a cell201 space reads "
+                                f"(this space is '{self.space.name}')")
         elif (self.folder / text).suffix in (".yaml", ".yml", ".json"):
             arch = read_arch_file(self.folder / text)
         else:
@@ -218,10 +225,7 @@ class ArchResolver:
                                 f"archs; give the arch as JSON or an arch file")
             self._ids = {arch_id(a): a for a in map(self.space.canonical, self.space.enumerate())}
         if text not in self._ids:
-            hint = " (a NAS-Bench-201 string fits only a cell201 space)" if text.startswith("|") else ""
-            if text.startswith("|"):
-                self.foreign += 1
-            raise ArchError(f"arch: {text!r} is no arch id of space '{self.space.name}'{hint}")
+            raise ArchError(f"arch: {text!r} is no arch id of space '{self.space.name}'")
         return dict(self._ids[text])
 
 

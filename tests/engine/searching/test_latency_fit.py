@@ -6,6 +6,7 @@ import dataclasses
 import json
 import random
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -371,6 +372,58 @@ def test_a_fit_from_few_archs_says_its_held_out_figures_are_rough(capsys, tiny_y
     path, *_ = planted_file(tiny_space, tmp_path / "many.csv", 20)
     code, out, _ = _fit(capsys, tiny_yaml, path)
     assert code == 0 and "held out over 20 archs: Spearman" in out
+
+
+def test_a_binary_timings_file_or_table_is_one_line(capsys, tiny_yaml, tiny_space, tmp_path):
+    binary = tmp_path / "t.csv"
+    binary.write_bytes(b"arch,latency_ms\n\xff\xfe\x00\x01")
+    code, out, err = _fit(capsys, tiny_yaml, binary)
+    assert code == 2 and out == "" and err.strip() == (f"nas latency-fit: error: timings: {binary}: not a UTF-8 text file (byte "
+                                                       "0xff at offset 16); timings are a CSV file")
+    good, *_ = planted_file(tiny_space, tmp_path / "good.csv", 6)
+    (tmp_path / "prior.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff")
+    code, out, err = _fit(capsys, tiny_yaml, good, "--prior", str(tmp_path / "prior.json"))
+    assert code == 2 and len(err.splitlines()) == 1 and "prior.json: not a latency table" in err, err
+    with pytest.raises(ConfigError, match=r"^latency_table: .*t.csv: not a UTF-8 text file \(byte 0xff at offset 16\)"):
+        load_latency_source(f"{binary}:latency_ms", tiny_space)
+
+
+@pytest.fixture
+def run_copy(trained, tmp_path):
+    """A copy of the shared tiny run, which a latency fit may write into."""
+    shutil.copytree(trained / "tiny", tmp_path / "runs" / "tiny")
+    return tmp_path / "runs"
+
+
+def test_latency_fit_names_its_table_only_by_a_plain_name(capsys, run_copy, tiny_yaml, tiny_space, tmp_path):
+    from nas import api
+
+    space = api.load_run("tiny", run_copy, device="cpu").space
+    rows = [(json.dumps(a), 1.0 + i) for i, a in enumerate(timed_archs(space, 8, 1))]
+    path = write_timings(tmp_path / "t.csv", rows)
+    before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    fit = ["latency-fit", "tiny", str(path), "--runs-dir", str(run_copy)]
+    assert cli.main([*fit, "--name", "../../../evil"]) == 2
+    assert capsys.readouterr().err.strip() == ("nas latency-fit: error: --name: '../../../evil' is not a valid name: "
+                                               "use letters, digits, '.', '_' and '-' (no '/', not '.' or '..')")
+    slashed = write_timings(tmp_path / "s.csv", rows, "gpu/b1")
+    assert cli.main([*fit[:2], str(slashed), *fit[3:], "--column", "gpu/b1"]) == 2
+    assert capsys.readouterr().err.strip() == ("nas latency-fit: error: --name: the column 'gpu/b1' is no plain name for "
+                                               "the table's file; give --name NAME")
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == sorted([*before, slashed])
+    planted, *_ = planted_file(tiny_space, tmp_path / "p.csv", 6)
+    assert _fit(capsys, tiny_yaml, planted, "--name", "pixel3.b1", "--json")[0] == 0
+    assert LatencyTable.load(planted.with_suffix(".json")).device.device == "pixel3.b1"
+
+
+def test_a_nas_bench_201_timings_file_for_another_space_says_so(tmp_path):
+    mbv3 = make_space("mobilenetv3")        # too large to list: its ids are not resolved
+    path = write_timings(tmp_path / "nb201.csv", [("|nor_conv_3x3~0|+|none~0|skip_connect~1|+|none~0|none~1|"
+                                                   "skip_connect~2|", 5.0)] * 3)
+    with pytest.raises(ConfigError, match=r"^timings: .*nb201.csv: its archs belong to another space, not 'mobilenetv3' "
+                                          r"\(first row: arch: '\|nor_conv_3x3.*' is a NAS-Bench-201 string, which only "
+                                          r"a cell201 space reads \(this space is 'mobilenetv3'\)\)$"):
+        read_timings(path, mbv3)
 
 
 def test_seconds_given_for_milliseconds_are_warned_of(capsys, tiny_yaml, tiny_space, tmp_path):
