@@ -24,7 +24,7 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS
 from nas.core.errors import ConfigError, SearchError
-from nas.engine.searching.latency import BUILD_TABLE, ENUMERATE_LIMIT, LatencyTable
+from nas.engine.latency.table import BUILD_TABLE, ENUMERATE_LIMIT, LatencyTable
 from search_spaces.base import ArchSpace
 
 

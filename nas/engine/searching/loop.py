@@ -48,7 +48,7 @@ from nas.core.registry import SEARCHERS, SUPERNET_SCORE
 from nas.core.schema import Problems, convert_dataclass
 from nas.core.wording import announce
 from nas.engine.searching.costs import SearchCosts
-from nas.engine.searching.latency import LatencyTable
+from nas.engine.latency.table import LatencyTable
 from nas.engine.searching.outputs import write_stopped
 from nas.engine.searching.request import SearchRequest
 from nas.engine.searching.results import (RESULTS, SearchResult, SearchRun, append_record, as_logged, as_told,

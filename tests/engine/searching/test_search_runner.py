@@ -9,7 +9,8 @@ from nas.core.arch import read_arch_file
 from nas.core.errors import ConfigError, SearchError
 from nas.core.pareto import crowding, front, ranks
 from nas.engine.export import save_export
-from nas.engine.searching.latency import LatencyTable, device_record
+from nas.engine.latency.measure import device_record
+from nas.engine.latency.table import LatencyTable
 from nas.engine.searching.results import read_results
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.loop import run_search

@@ -43,8 +43,9 @@ from nas.core.errors import ConfigError, RunError, SearchError, check_int
 from nas.core.files import check_writable
 from nas.core.ranks import average_ranks
 from nas.engine.run_dir import DEFAULT_RUNS_DIR
-from nas.engine.searching.latency import DeviceRecord, LatencyTable, table_archs
-from nas.engine.searching.latency_timings import DEFAULT_COLUMN, Timings, read_timings, split_spec
+from nas.engine.latency.measure import DeviceRecord
+from nas.engine.latency.table import LatencyTable, table_archs
+from nas.engine.latency.timings import DEFAULT_COLUMN, Timings, read_timings, split_spec
 from search_spaces.base import ArchSpace, LayerCost
 
 PROBE_ARCHS = 256          # random archs on which equal layer counts are told apart

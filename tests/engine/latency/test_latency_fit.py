@@ -16,10 +16,11 @@ from nas import cli
 from nas.core import yaml_io
 from nas.core.arch import arch_id
 from nas.core.errors import ConfigError, SearchError
-from nas.engine.searching.latency import DeviceRecord, LatencyTable
-from nas.engine.searching.latency_archs import load_latency_source
-from nas.engine.searching.latency_fit import fit_table, load_priors
-from nas.engine.searching.latency_timings import read_timings
+from nas.engine.latency.fit import fit_table, load_priors
+from nas.engine.latency.measure import DeviceRecord
+from nas.engine.latency.sources import load_latency_source
+from nas.engine.latency.table import LatencyTable
+from nas.engine.latency.timings import read_timings
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.loop import run_search
 from nas.engine.searching.request import SearchRequest
@@ -445,8 +446,8 @@ def test_a_prior_of_another_space_is_refused(capsys, tiny_yaml, tiny_space, spac
 
 def test_a_search_takes_its_latency_from_a_fitted_table_or_a_measured_column(capsys, trained, tmp_path):
     from nas import api
-    from nas.engine.searching.latency import table_archs
-    from nas.engine.searching.latency_fit import space_groups
+    from nas.engine.latency.fit import space_groups
+    from nas.engine.latency.table import table_archs
 
     space = api.load_run("tiny", trained, device="cpu").space
     rng = random.Random(0)

@@ -2,9 +2,9 @@
 layer, or fitted from timings) or a column of measured per-arch latencies.
 
 `ArchLatencyTable` answers an arch's latency from the row of its canonical arch in a timings
-CSV (`nas.engine.searching.latency_timings`). An arch the file lacks is an error naming it,
+CSV (`nas.engine.latency.timings`). An arch the file lacks is an error naming it,
 unless the user asked for predictions: then a table fitted to the file's rows
-(`nas.engine.searching.latency_fit`) predicts it. Where several rows are one canonical arch
+(`nas.engine.latency.fit`) predicts it. Where several rows are one canonical arch
 (repeated timings, or NAS-Bench-201 strings that differ only on dead edges), the median of the
 rows written in canonical form is used, else the median of them all (`Timings.per_arch`; a
 warning says how many archs are timed only in other forms).
@@ -16,9 +16,10 @@ from typing import Any, Mapping
 
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, SearchError
-from nas.engine.searching.latency import DeviceRecord, LatencyTable
-from nas.engine.searching.latency_fit import fit_table
-from nas.engine.searching.latency_timings import DEFAULT_COLUMN, ArchTimings, Timings, read_timings, split_spec
+from nas.engine.latency.measure import DeviceRecord
+from nas.engine.latency.table import LatencyTable
+from nas.engine.latency.fit import fit_table
+from nas.engine.latency.timings import DEFAULT_COLUMN, ArchTimings, Timings, read_timings, split_spec
 from search_spaces.base import ArchSpace
 
 
