@@ -43,10 +43,15 @@ def three_ops():
     return make_space("cell201", small=True, operations=("none", "skip_connect", "conv_1x1"))
 
 
+_KEYS: dict[str, list[str]] = {}     # space fingerprint -> every layer key of its archs (listing takes seconds)
+
+
 def planted_costs(space, seed: int = 0, scale: float = 1.0) -> tuple[dict[str, float], float]:
     """A cost per layer key (different per stage and operation) and a constant, in ms."""
     rng = random.Random(seed)
-    keys = sorted({layer.key for arch in space.enumerate() for layer in space.layers(arch)})
+    if space.fingerprint() not in _KEYS:
+        _KEYS[space.fingerprint()] = sorted({layer.key for arch in space.enumerate() for layer in space.layers(arch)})
+    keys = _KEYS[space.fingerprint()]
     return {key: scale * rng.uniform(0.05, 1.0) for key in keys}, scale * 1.5
 
 
