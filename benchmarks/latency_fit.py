@@ -42,8 +42,7 @@ from benchmarks import common
 
 from nas.core.arch import arch_id
 from nas.engine.fidelity.rank_stats import spearman_rho
-from nas.engine.searching.latency import DeviceRecord
-from nas.engine.searching.latency_fit import (
+from nas.engine.latency.fit import (
     FOLDS,
     LayerGroups,
     find_groups,
@@ -55,8 +54,9 @@ from nas.engine.searching.latency_fit import (
     needed_timings,
     nonnegative_lstsq,
 )
-from nas.engine.searching.latency_archs import ArchLatencyTable
-from nas.engine.searching.latency_timings import Timings
+from nas.engine.latency.measure import DeviceRecord
+from nas.engine.latency.sources import ArchLatencyTable
+from nas.engine.latency.timings import Timings
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.loop import run_search
 from nas.engine.searching.request import SearchRequest

@@ -30,7 +30,8 @@ from nas.core.registry import SUPERNET_SCORE
 from nas.core.rng import python_rng
 from nas.engine.bn import recalibrate_bn
 from nas.engine.evaluator import accuracy
-from nas.engine.searching.latency import LatencyTable, measure, table_filename
+from nas.engine.latency.measure import measure
+from nas.engine.latency.table import LatencyTable, table_filename
 
 SEARCHERS = ("random", "evolution", "optuna-tpe")
 

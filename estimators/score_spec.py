@@ -8,6 +8,10 @@ Grammar (spaces around `+` and `*` are ignored):
                  exponent, no inf/nan), positive, finite and not denormal; none means 1
     name      := a registered estimator name, or table:PATH[:COLUMN] (`estimators/table.py`)
 
+A `+` inside a table's PATH (`table:runs/a+b.csv`) is part of the path when the file exists:
+after `table:`, the longest run of `+`-joined pieces that names an existing table is one
+component.
+
 A component appears once (`naswot+2*naswot` is refused rather than merged: give it one
 weight). The weights together must sum to a finite number. The canonical spelling sorts the
 components by name and writes each weight in its shortest form without a trailing `.0` or an
@@ -23,7 +27,7 @@ import re
 import sys
 
 from estimators.base import Estimator
-from estimators.table import TableScore, check_spec, is_table_spec
+from estimators.table import TableScore, check_spec, is_table_spec, named_file
 from nas.core.errors import ConfigError, clip
 from nas.core.registry import ESTIMATORS
 
@@ -45,13 +49,16 @@ def parse_spec(spec: str, param: str = PARAM) -> list[tuple[float, str]]:
         raise ConfigError(f"{param}: '{plus.group().rstrip('*').strip()}' in '{clip(spec)}': write an exponent without "
                           f"'+' (1e5, not 1e+5), since '+' joins components")
     components: dict[str, float] = {}
-    for term in spec.split("+"):
+    for term in _terms(spec):
         weight_text, star, name = term.strip().rpartition("*")
         weight_text, name = weight_text.strip(), name.strip()
         if not name:
             raise ConfigError(f"{param}: empty component in '{clip(spec)}'; {_EXAMPLE}")
         weight = _weight(weight_text, name, spec, param) if star else 1.0
         if is_table_spec(name):
+            if "+" in spec and named_file(name) is None:
+                raise ConfigError(f"{param}: {clip(name)}: no such table file ('+' joins components: the path of "
+                                  f"a table holding '+' must name an existing file)")
             check_spec(name, param)    # a missing file or column: one line naming `param`
         else:
             ESTIMATORS.get(name, param)    # an unknown name: RegistryError naming `param`, with a did-you-mean
@@ -61,6 +68,24 @@ def parse_spec(spec: str, param: str = PARAM) -> list[tuple[float, str]]:
     if not math.isfinite(sum(components.values())):
         raise ConfigError(f"{param}: the weights of '{clip(spec)}' sum beyond the largest float; scale them down")
     return sorted(((w, n) for n, w in components.items()), key=lambda c: c[1])
+
+
+def _terms(spec: str) -> list[str]:
+    """`spec` split at its `+`s, except those inside the path of an existing table file."""
+    pieces, terms, start = spec.split("+"), [], 0
+    while start < len(pieces):
+        end = start + 1
+        if is_table_spec(_name(pieces[start])):
+            end = next((stop for stop in range(len(pieces), start, -1)
+                        if named_file(_name("+".join(pieces[start:stop]))) is not None), end)
+        terms.append("+".join(pieces[start:end]))
+        start = end
+    return terms
+
+
+def _name(term: str) -> str:
+    """The name of a component `[weight*]name`."""
+    return term.rpartition("*")[2].strip()
 
 
 def build_component(name: str, param: str = PARAM) -> Estimator:

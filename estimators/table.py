@@ -8,12 +8,22 @@ The file is a CSV with a header row. The arch of a row is its `arch` column, a s
 space's own notation (cell201: a NAS-Bench-201 string such as `|nor_conv_3x3~0|+|...|`) or a
 YAML/JSON mapping of the choices (`{edge1<-0: conv_3x3, ...}`); without an `arch` column, its
 `arch_id` column. The score is COLUMN, or the one column that is neither of those nor `index`
-(several such columns: name one). Rows of archs with choices outside the space (a table of a
-wider space) are skipped; a malformed row is an error naming its line. PATH is everything after `table:` when no file is named by the
-part before the last `:`. Rows are read as the space's canonical archs; rows that name one
-network (NAS-Bench-201 spells a network once per spelling of its dead edges) give the value of
-the row spelt canonically, or else their mean. An arch the table lacks is an error naming it,
-never a silent zero.
+(several such columns: name one). PATH is everything after `table:` when no file is named by the
+part before the last `:` (a `+` inside PATH is part of it when the file exists: see
+`estimators/score_spec.py`).
+
+Rows of archs with choices outside the space (a table of a wider space, or of another space's
+notation: a NAS-Bench-201 string for a MobileNetV3 run) are skipped, and counted: a table none
+of whose rows is an arch of the space is an error saying so. A malformed row, or a file that is
+not UTF-8 text, is an error naming it.
+
+One value per arch. Rows are read as the space's canonical archs. Two rows that write one arch
+alike (the same string, mapping or id) must agree: if their values differ the table is an
+error naming the lines and the arch, since a silent choice would make a search's answer depend
+on row order and hide a merged file or a repeated run that the user must settle. Rows that
+write one network differently (NAS-Bench-201 spells a network once per spelling of its dead
+edges, each trained on its own) give the value of the row spelt canonically, or else the mean
+of the spellings. An arch the table lacks is an error naming it, never a silent zero.
 """
 from __future__ import annotations
 
@@ -28,11 +38,20 @@ from estimators.base import Estimator, EstimatorContext
 from nas.core.yaml_io import loads as load_yaml
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ArchError, ConfigError, clip
+from nas.core.files import not_text
 from search_spaces.base import ArchSpace
 
 PREFIX = "table:"
 KEY_COLUMNS = ("arch", "arch_id")
-_loaded: dict[tuple, dict[str, float]] = {}     # (path, mtime, size, column, space fingerprint) -> values
+_loaded: dict[tuple, "TableValues"] = {}     # (path, mtime, size, column, space fingerprint) -> values
+
+
+class TableValues(dict):
+    """Arch id -> value of a table for one space; `skipped` counts rows of archs outside it."""
+
+    def __init__(self, values: dict[str, float], skipped: int = 0):
+        super().__init__(values)
+        self.skipped = skipped
 
 
 def is_table_spec(name: str) -> bool:
@@ -40,23 +59,36 @@ def is_table_spec(name: str) -> bool:
     return isinstance(name, str) and name.startswith(PREFIX)
 
 
-def split_spec(spec: str, param: str = "score") -> tuple[Path, str | None]:
-    """(PATH, COLUMN or None) of `table:PATH[:COLUMN]`; a missing file is one line naming `param`."""
+def named_file(spec: str) -> tuple[Path, str | None] | None:
+    """(PATH, COLUMN or None) of `table:PATH[:COLUMN]` when PATH is an existing file, else None."""
     body = spec[len(PREFIX):]
     head, sep, column = body.rpartition(":")
     if sep and head and Path(head).is_file():
         return Path(head), column or None
-    if not Path(body).is_file():
+    return (Path(body), None) if Path(body).is_file() else None
+
+
+def split_spec(spec: str, param: str = "score") -> tuple[Path, str | None]:
+    """(PATH, COLUMN or None) of `table:PATH[:COLUMN]`; a missing file is one line naming `param`."""
+    named = named_file(spec)
+    if named is None:
         raise ConfigError(f"{param}: {clip(spec)}: no such table file (write table:PATH.csv or table:PATH.csv:COLUMN)")
-    return Path(body), None
+    return named
 
 
 def _header(path: Path, param: str) -> list[str]:
-    with path.open(newline="", encoding="utf-8") as f:
-        header = next(csv.reader(f), None)
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), None)
+    except UnicodeDecodeError as e:
+        raise _not_text(path, param, e) from None
     if not header:
         raise ConfigError(f"{param}: {path}: an empty file; a table needs a header row")
     return [name.strip() for name in header]
+
+
+def _not_text(path: Path, param: str, error: UnicodeDecodeError) -> ConfigError:
+    return ConfigError(f"{param}: {path}: {not_text(error)}; a table is a CSV file")
 
 
 def check_spec(spec: str, param: str = "score") -> tuple[Path, str, str]:
@@ -78,13 +110,16 @@ def check_spec(spec: str, param: str = "score") -> tuple[Path, str, str]:
     return path, keys[0], column
 
 
-def _row_arch(space: ArchSpace, key_column: str, text: str, where: str) -> tuple[str, bool] | None:
-    """(arch id, whether the row spells the arch canonically) of a row's key; None for a
-    well-formed arch of other choices (a table of a wider space: the search never meets it)."""
+def _row_arch(space: ArchSpace, key_column: str, text: str, where: str) -> tuple[str, str, bool] | None:
+    """(arch id, id of the arch as written, whether the row spells the arch canonically) of a
+    row's key; None for a well-formed arch of other choices (a table of a wider space) or of
+    another space's notation: the search never meets it."""
     if key_column == "arch_id":
-        return text, True
+        return text, text, True
     try:
         arch = space.arch_from_text(text)
+        if arch is None and text.startswith("|"):
+            return None           # a NAS-Bench-201 string, and this space is no cell201
         if arch is None:
             arch = load_yaml(text, where)
         if not isinstance(arch, dict):
@@ -97,38 +132,62 @@ def _row_arch(space: ArchSpace, key_column: str, text: str, where: str) -> tuple
         canonical = space.canonical(arch)
     except ArchError:
         return None
-    return arch_id(canonical), canonical == dict(arch)
+    return arch_id(canonical), arch_id(dict(arch)), canonical == dict(arch)
 
 
-def read_table(spec: str, space: ArchSpace, param: str = "score") -> dict[str, float]:
+def read_table(spec: str, space: ArchSpace, param: str = "score") -> TableValues:
     """Arch id -> value of a table spec for `space` (module docstring); read once per file state."""
     path, key_column, column = check_spec(spec, param)
     stat = path.stat()
     cache_key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, column, space.fingerprint())
     if cache_key not in _loaded:
-        rows: dict[str, list[tuple[bool, float]]] = {}
-        with path.open(newline="", encoding="utf-8") as f:
-            for line, row in enumerate(csv.DictReader(f), start=2):
-                where = f"{path}: line {line}"
-                key = _row_arch(space, key_column, (row.get(key_column) or "").strip(), where)
-                if key is None:
-                    continue
-                ident, spelt = key
-                try:
-                    value = float(row.get(column) or "")
-                except ValueError:
-                    raise ConfigError(f"{where}: {column}: {clip(row.get(column))!r} is not a number") from None
-                if not math.isfinite(value):
-                    raise ConfigError(f"{where}: {column}: {value} is not a finite number")
-                rows.setdefault(ident, []).append((spelt, value))
-        _loaded[cache_key] = {ident: _one_value(found) for ident, found in rows.items()}
+        try:
+            _loaded[cache_key] = _read_rows(path, key_column, column, space, param)
+        except UnicodeDecodeError as e:
+            raise _not_text(path, param, e) from None
     return _loaded[cache_key]
 
 
-def _one_value(found: list[tuple[bool, float]]) -> float:
-    """The value of the row spelt canonically, else the mean of the rows of the network."""
-    spelt = [value for canonical, value in found if canonical]
-    return spelt[0] if spelt else statistics.fmean(value for _, value in found)
+def _read_rows(path: Path, key_column: str, column: str, space: ArchSpace, param: str) -> TableValues:
+    rows: dict[str, list[tuple[str, bool, float, int]]] = {}
+    skipped, first_skipped = 0, None
+    with path.open(newline="", encoding="utf-8") as f:
+        for line, row in enumerate(csv.DictReader(f), start=2):
+            where = f"{path}: line {line}"
+            text = (row.get(key_column) or "").strip()
+            key = _row_arch(space, key_column, text, where)
+            if key is None:
+                skipped, first_skipped = skipped + 1, first_skipped or f"line {line}: {clip(text)}"
+                continue
+            ident, written, spelt = key
+            try:
+                value = float(row.get(column) or "")
+            except ValueError:
+                raise ConfigError(f"{where}: {column}: {clip(row.get(column))!r} is not a number") from None
+            if not math.isfinite(value):
+                raise ConfigError(f"{where}: {column}: {value} is not a finite number")
+            rows.setdefault(ident, []).append((written, spelt, value, line))
+    if not rows:
+        raise ConfigError(f"{param}: {path}: " + (
+            f"none of its {skipped} rows is an arch of space '{space.name}' (rows of other spaces or choices are "
+            f"skipped; {first_skipped})" if skipped else "no rows (only a header)"))
+    return TableValues({ident: _one_value(found, ident, path, param) for ident, found in rows.items()},
+                       skipped)
+
+
+def _one_value(found: list[tuple[str, bool, float, int]], ident: str, path: Path, param: str) -> float:
+    """The value of one arch's rows `(written id, spelt canonically, value, line)` (module
+    docstring): rows written alike must agree; then the canonically spelt row's value, else the
+    mean over the spellings."""
+    spellings: dict[str, tuple[bool, float]] = {}
+    for written, spelt, value, _ in found:
+        if written in spellings and spellings[written][1] != value:
+            alike = [(line, v) for w, _, v, line in found if w == written]
+            raise ConfigError(f"{param}: {path}: lines {', '.join(str(line) for line, _ in alike)} give arch {ident} "
+                              f"different values ({', '.join(f'{v:g}' for _, v in alike)}); keep one row per arch")
+        spellings.setdefault(written, (spelt, value))
+    canonical = [value for spelt, value in spellings.values() if spelt]
+    return canonical[0] if canonical else statistics.fmean(value for _, value in spellings.values())
 
 
 def digest(path: Path) -> str:
@@ -141,8 +200,10 @@ def lookup(values: dict[str, float], arch: Arch, space: ArchSpace, spec: str) ->
     ident = arch_id(space.canonical(arch))
     if ident not in values:
         label = space.arch_label(arch)
+        skipped = getattr(values, "skipped", 0)
         raise ArchError(f"{spec}: arch {ident}{f' ({label})' if label else ''} is not in the table "
-                        f"({len(values)} archs of space '{space.name}')")
+                        f"({len(values)} archs of space '{space.name}'"
+                        + (f"; {skipped} rows of other spaces or choices skipped)" if skipped else ")"))
     return values[ident]
 
 

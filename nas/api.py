@@ -17,6 +17,7 @@ from nas.engine.export.shipped import format_shipped, read_shipped
 from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
 from nas.engine.fidelity.stage import fidelity, ground_truth
+from nas.engine.latency.stage import latency_table
 from nas.engine.run import (
     Run,
     arch_generator,
@@ -33,7 +34,7 @@ from nas.engine.run import (
 from nas.engine.searching.generator import GenerateResult, generate
 from nas.engine.searching.results import SearchResult
 from nas.engine.searching.request import resolve_budget
-from nas.engine.searching.stage import latency_table, search
+from nas.engine.searching.stage import search
 from nas.engine.searching.summary import format_search_summary, search_summary
 from nas.engine.space_report import format_space_summary, run_space_summary, space_summary
 from nas.engine.training.stage import resume_config, run_name, train
@@ -51,12 +52,12 @@ __all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FidelityResult", "Ge
 
 
 def latency_fit(target: str, timings: str, column: str = "latency_ms", priors: tuple[str, ...] = (),
-                device: str | None = None, batch: int = 1, out: str | None = None,
+                name: str | None = None, batch: int = 1, out: str | None = None,
                 overrides: tuple[str, ...] = (), runs_dir: str = "runs") -> tuple[Any, Any]:
     """Fit a latency table of a run's or config's space to whole-network timings (`nas latency-fit`);
-    returns the table file and the fit report (`nas.engine.searching.latency_fit.latency_fit`)."""
-    from nas.engine.searching.latency_fit import latency_fit as fit
-    return fit(target, timings, column, priors, device, batch, out, overrides, runs_dir)
+    returns the table file and the fit report (`nas.engine.latency.fit.latency_fit`)."""
+    from nas.engine.latency.fit import latency_fit as fit
+    return fit(target, timings, column, priors, name, batch, out, overrides, runs_dir)
 
 
 def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> EvalResult:

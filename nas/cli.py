@@ -309,8 +309,11 @@ def cmd_latency_fit(args: argparse.Namespace) -> int:
         _print_json({"path": str(path), **report.to_json()})
     else:
         rho = "n/a" if report.heldout_spearman is None else f"{report.heldout_spearman:.3f}"
-        print(f"{path}: fitted from {report.timings} timings ({report.free_costs} free costs, {report.how}); "
-              f"held out: Spearman {rho}, MAPE {report.heldout_mape_pct:.1f}%")
+        timed = f"{report.timings} timings of {report.archs} archs" if report.archs < report.timings \
+            else f"{report.archs} timed archs"
+        rough = f" (rough: fewer than {report.RELIABLE} archs)" if report.rough else ""
+        print(f"{path}: fitted from {timed} ({report.free_costs} free costs, {report.how}); held out over "
+              f"{report.archs} archs{rough}: Spearman {rho}, MAPE {report.heldout_mape_pct:.1f}%")
     return 0
 
 

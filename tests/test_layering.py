@@ -66,11 +66,14 @@ def test_every_import_points_down_the_layers():
 
 
 # The engine's stages: each one's entry, result types and machinery live in its folder (or module).
-STAGES = ("nas.engine.training", "nas.engine.searching", "nas.engine.fidelity", "nas.engine.export")
+STAGES = ("nas.engine.training", "nas.engine.searching", "nas.engine.fidelity", "nas.engine.export",
+          "nas.engine.latency")
 # stage -> the other stages it may import: a standalone training (fidelity) and a finalist's
 # fine-tune (searching) reuse the trainer's optimizer, gradient clipping and schedules; an
-# export's fine-tune is a standalone training from the inherited weights (fidelity's loop)
-STAGE_IMPORTS = {"nas.engine.fidelity": {"nas.engine.training"}, "nas.engine.searching": {"nas.engine.training"},
+# export's fine-tune is a standalone training from the inherited weights (fidelity's loop); a
+# search reads the latency stage's tables (and builds the run's first when missing)
+STAGE_IMPORTS = {"nas.engine.fidelity": {"nas.engine.training"},
+                 "nas.engine.searching": {"nas.engine.training", "nas.engine.latency"},
                  "nas.engine.export": {"nas.engine.training", "nas.engine.fidelity"}}
 
 

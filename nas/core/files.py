@@ -169,6 +169,11 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def not_text(error: UnicodeDecodeError) -> str:
+    """How an error line says a file meant as text is not: `not a UTF-8 text file (byte 0xff at offset 0)`."""
+    return f"not a UTF-8 text file (byte {error.object[error.start]:#04x} at offset {error.start})"
+
+
 def format_bytes(count: float) -> str:
     """`1.5 GiB`, `12 MiB`, `800 B`."""
     for unit in ("B", "KiB", "MiB", "GiB"):

@@ -15,7 +15,7 @@ from nas import api, cli
 from nas.core import yaml_io
 from nas.core.errors import NasError
 from nas.core.pareto import front
-from nas.engine.searching import latency
+from nas.engine.latency import table as latency
 from nas.engine.evaluator import EvalResult
 from nas.engine.export import ExportResult
 from tests.support.tiny import tiny_config

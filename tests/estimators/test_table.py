@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ A = "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|none~0|nor_conv_3x3~1|avg_pool_3x
 B = "|none~0|+|skip_connect~0|none~1|+|none~0|none~1|skip_connect~2|"
 # B with a conv on 1<-0, dead since node 1 feeds nothing: another spelling of B's network
 B_DEAD = "|nor_conv_1x1~0|+|skip_connect~0|none~1|+|none~0|none~1|skip_connect~2|"
+B_DEAD_POOL = "|avg_pool_3x3~0|+|skip_connect~0|none~1|+|none~0|none~1|skip_connect~2|"    # a third spelling
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
@@ -57,10 +59,47 @@ def test_spellings_of_one_network_give_the_canonical_rows_value_else_their_mean(
     b = from_nb201_string(B)
     assert SPACE.canonical(from_nb201_string(B_DEAD)) == SPACE.canonical(b)
     both = write_csv(tmp_path / "both.csv", ["arch", "acc"], [[B_DEAD, 80.0], [B, 70.0]])
-    dead_only = write_csv(tmp_path / "dead.csv", ["arch", "acc"], [[B_DEAD, 80.0], [B_DEAD, 70.0]])
+    dead_only = write_csv(tmp_path / "dead.csv", ["arch", "acc"], [[B_DEAD, 80.0], [B_DEAD_POOL, 70.0]])
     context = EstimatorContext(SPACE)
     assert build_estimator(f"table:{both}").scores([b], context) == [70.0]
     assert build_estimator(f"table:{dead_only}").scores([b], context) == [75.0]
+
+
+def test_two_rows_writing_one_arch_alike_are_an_error_unless_they_agree(tmp_path):
+    """The answer must not depend on row order: differing rows of one arch name their lines."""
+    b = SPACE.canonical(from_nb201_string(B))
+    for name, rows, lines in (("strings", [[B, 70.0], [A, 91.5], [B, 80.0]], "2, 4"),
+                              ("dead", [[B_DEAD, 60.0], [B, 70.0], [B_DEAD, 65.0]], "2, 4"),
+                              ("ids", [[arch_id(b), 80.0], [arch_id(b), 70.0]], "2, 3")):
+        path = write_csv(tmp_path / f"{name}.csv", ["arch_id" if name == "ids" else "arch", "acc"], rows)
+        with pytest.raises(ConfigError, match=rf"^score: {path}: lines {lines} give arch {arch_id(b)} different "
+                                              r"values \(\d+, \d+\); keep one row per arch$"):
+            build_estimator(f"table:{path}").scores([b], EstimatorContext(SPACE))
+    agreeing = write_csv(tmp_path / "agree.csv", ["arch", "acc"], [[B, 70.0], [json.dumps(b), 70.0], [B, 70]])
+    assert build_estimator(f"table:{agreeing}").scores([b], EstimatorContext(SPACE)) == [70.0]
+
+
+def test_a_table_of_another_spaces_notation_says_every_row_was_skipped(tmp_path):
+    """A NAS-Bench-201 table for a MobileNetV3 space: not a YAML error, not '0 archs'."""
+    from tests.conftest import make_space
+
+    mbv3 = make_space("mobilenetv3", small=True)
+    path = write_csv(tmp_path / "nb201.csv", ["arch", "acc"], [[A, 91.5], [B, 70.0]])
+    with pytest.raises(ConfigError) as raised:
+        build_estimator(f"table:{path}").scores([mbv3.min()], EstimatorContext(mbv3))
+    assert str(raised.value) == (f"score: {path}: none of its 2 rows is an arch of space 'mobilenetv3' (rows of other "
+                                 f"spaces or choices are skipped; line 2: {A})")
+
+
+def test_a_table_path_holding_a_plus_is_one_component(tmp_path):
+    path = write_csv(tmp_path / "a+b.csv", ["arch", "acc"], [[B, 70.0]])
+    assert canonical_spec(f"2*table:{path} + macs") == f"macs+2*table:{path}"
+    assert canonical_spec(f"table:{path}:acc") == f"table:{path}:acc"
+    b = SPACE.canonical(from_nb201_string(B))
+    assert build_estimator(f"table:{path}").scores([b], EstimatorContext(SPACE)) == [70.0]
+    with pytest.raises(ConfigError, match=r"^score: table:.*/a: no such table file \('\+' joins components: the "
+                                          r"path of a table holding '\+' must name an existing file\)$"):
+        canonical_spec(f"table:{tmp_path / 'a+c.csv'}")
 
 
 def test_a_missing_arch_is_an_error_naming_it(tmp_path):
@@ -128,7 +167,21 @@ def test_a_search_meeting_an_arch_missing_from_the_table_exits_2_with_one_line(t
     code = cli.main(["search", str(tiny_cell201), "--score", f"table:{table}", "--trials", "3",
                      "--out", str(tmp_path / "s"), "--device", "cpu", "--quiet"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "is not in the table (1 archs of space 'cell201')" in err, err
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "is not in the table (1 archs of space 'cell201'; 1 rows of other spaces or choices skipped)" in err, err
+
+
+BINARY = b"arch,acc\n\x89PNG\r\n\x1a\n\xff\xfe\x00\x01"
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00\x01binary", BINARY], ids=["header", "rows"])
+def test_a_binary_table_is_one_line_for_search(tmp_path, tiny_cell201, capsys, content):
+    (tmp_path / "t.csv").write_bytes(content)
+    code = cli.main(["search", str(tiny_cell201), "--score", f"table:{tmp_path / 't.csv'}", "--trials", "3",
+                     "--out", str(tmp_path / "s"), "--device", "cpu", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"--score: {tmp_path / 't.csv'}: not a UTF-8 text file (byte 0x" in err and "a table is a CSV file" in err
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +211,42 @@ def test_a_table_lacking_a_selected_arch_fails_before_measuring(cell201_run, tmp
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "is not in the table" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_binary_table_is_one_line_for_fidelity(cell201_run, tmp_path, capsys):
+    (tmp_path / "t.csv").write_bytes(BINARY)
+    code = cli.main(["fidelity", "tiny", "--runs-dir", str(cell201_run), "--archs", "3", "--ground-truth",
+                     f"table:{tmp_path / 't.csv'}", "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "not a UTF-8 text file (byte 0x89" in err, err
+
+
+def scale_table(tmp_path, values: list[float]) -> tuple[str, list[dict]]:
+    rng, archs = random.Random(0), {}
+    while len(archs) < len(values):
+        arch = SPACE.canonical(SPACE.sample(rng))
+        archs[arch_id(arch)] = arch
+    archs = list(archs.values())
+    path = write_csv(tmp_path / "acc.csv", ["arch", "acc"], [[to_nb201_string(a), v] for a, v in zip(archs, values)])
+    return f"table:{path}", archs
+
+
+def test_a_ground_truth_tables_scale_is_decided_from_its_whole_column(tmp_path):
+    """Fractions stay, percentages are divided by 100 (a dead network under 1% included); one
+    stray value above 1 in a fraction column is an error, not a column read 100x off."""
+    from nas.engine.fidelity.table_truth import TableTruth
+
+    spec, archs = scale_table(tmp_path, [0.91, 0.55, 0.873, 0.1])
+    assert [TableTruth(spec, SPACE).top1(a) for a in archs] == [0.91, 0.55, 0.873, 0.1]
+    spec, archs = scale_table(tmp_path, [91.0, 55.0, 0.5, 87.25])
+    assert [TableTruth(spec, SPACE).top1(a) for a in archs] == [0.91, 0.55, 0.005, 0.8725]
+    spec, archs = scale_table(tmp_path, [0.91, 0.55, 0.873, 91.5])
+    with pytest.raises(ConfigError, match=r"^ground_truth_dir: .*acc.csv: column 'acc': mixes fractions and "
+                                          r"percentages \(1 of 4 values above 1, e.g. arch \w+: 91.5; arch \w+: 0.91\)"):
+        TableTruth(spec, SPACE)
+    spec, archs = scale_table(tmp_path, [91.0, 155.0, 87.0])
+    with pytest.raises(ConfigError, match=r"column 'acc': arch \w+ has 155, no accuracy \(a fraction in \[0, 1\]"):
+        TableTruth(spec, SPACE)
 
 
 def test_a_table_ground_truth_refuses_training_options(cell201_run, tmp_path, capsys):

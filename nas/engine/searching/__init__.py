@@ -1,7 +1,6 @@
 """The search stage: the best subnet of a trained run within budgets.
 
-- `stage`: `search` (the stage in one place: request, lock, loop, finalists, files) and
-  `latency_table` (what `nas.api` re-exports).
+- `stage`: `search` (the stage in one place: request, lock, loop, finalists, files).
 - `request`: `SearchRequest`, every argument checked and resolved once (budgets, score, folder).
 - `loop`: the search loop, once for every searcher: ask, check, evaluate, tell; and resume.
 - `outputs`: the files of the answer, each written once (ranked.jsonl, pareto, best.yaml,
@@ -12,5 +11,6 @@
 - `costs`: the budgets (MACs, parameters, latency) and the costs of each candidate.
 - `results`: the search's `results.jsonl`.
 - `pareto_report`: the Pareto front's files and figure.
-- `latency`: per-layer latency tables and their measurement.
+
+Latency tables, timings and fits are the latency stage's (`nas.engine.latency`); the costs read them.
 """

@@ -4,6 +4,14 @@ MACs and parameters are analytic (`space.costs`); latency is predicted by the ru
 table and, for the winner, measured on the table's device. The search loop only asks this
 module three things: the costs of an arch, whether they break a budget, and (at the end) how
 far the table's prediction was from a measurement.
+
+A budget below the cheapest arch is refused before searching. For MACs and params the cheapest
+is the min subnet (every choice at its cheapest). For latency it is the cheapest latency the
+source holds for a live arch (`latency_floor`), not the min subnet's: a measured or fitted
+table need not rank the min-MACs subnet first (on a phone, archs of more MACs run faster). The
+archs looked at: every listed arch of a small space (at most `ENUMERATE_LIMIT` raw archs), or
+the rows of a per-arch timings source that predicts nothing else; in a larger space, the min
+subnet and the rows the source holds.
 """
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS
 from nas.core.errors import ConfigError, SearchError
-from nas.engine.searching.latency import BUILD_TABLE, LatencyTable
+from nas.engine.latency.table import BUILD_TABLE, ENUMERATE_LIMIT, LatencyTable
 from search_spaces.base import ArchSpace
 
 
@@ -64,6 +72,15 @@ class SearchCosts:
         return {"budgets": self.budgets, "latency_table": None if measured_on is None
                 else f"{measured_on.device}-b{measured_on.batch_size}"}
 
+    def latency_source(self) -> dict[str, Any] | None:
+        """`{"table", "device", "batch"}` of the latency table (None without one): which file
+        (`PATH:COLUMN` for measured per-arch ms), the device it describes and its batch."""
+        if self.latency is None:
+            return None
+        path, column = getattr(self.latency, "path", None), getattr(self.latency, "column", None)
+        table = None if path is None else f"{path}:{column}" if column else str(path)
+        return {"table": table, "device": self.latency.device.device, "batch": self.latency.device.batch_size}
+
     def __call__(self, arch: Arch, key: str | None = None) -> dict[str, float]:
         """`{"macs", "params", "latency_ms"?}` of `arch` (latency only with a table)."""
         key = key if key is not None else arch_id(arch)
@@ -88,16 +105,47 @@ class SearchCosts:
         return self.violation(self(arch, key)) is None
 
     def check_cheapest(self) -> None:
-        """Raise `SearchError` naming the parameter when even the min subnet breaks a budget."""
+        """Raise `SearchError` naming the parameter when a budget is below the cheapest arch
+        (module docstring): the min subnet's MACs or params, the latency floor."""
         costs = self(self.space.min())
         for name, budget in self.budgets.items():
-            if costs[name] > budget:
-                cost = BY_NAME[name]
-                where = ""
-                if cost is LATENCY and self.latency is not None:
-                    where = f" predicted on {self.latency.device.device}, batch {self.latency.device.batch_size}"
+            cost = BY_NAME[name]
+            if cost is LATENCY and self.latency is not None:
+                floor, arch = self.latency_floor()
+                if floor > budget:
+                    device = self.latency.device
+                    raise SearchError(f"{cost.param}: {cost.budget(budget)} is below the cheapest live arch of the "
+                                      f"latency table ({arch_id(arch)}: {cost.amount(floor)} predicted on "
+                                      f"{device.device}, batch {device.batch_size}); raise the budget")
+            elif costs[name] > budget:
                 raise SearchError(f"{cost.param}: {cost.budget(budget)} is below the cheapest subnet "
-                                  f"(min: {cost.amount(costs[name])}{where}); raise the budget")
+                                  f"(min: {cost.amount(costs[name])}); raise the budget")
+
+    def latency_floor(self) -> tuple[float, Arch]:
+        """The cheapest latency the table holds for a live arch of the space, and that arch
+        (module docstring); computed once per table and space (`floors`: listing a small space
+        takes seconds)."""
+        space, latency = self.space, self.latency
+        if space.fingerprint() not in latency.floors:
+            rows = list(getattr(latency, "archs", ()))
+            if rows and getattr(latency, "fallback", None) is None:
+                pool = rows
+            elif space.raw_size() <= ENUMERATE_LIMIT:
+                pool = space.enumerate()
+            else:
+                pool = [space.canonical(space.min()), *rows]
+            live = [arch for arch in pool if space.is_live(arch)] or pool
+            latency.floors[space.fingerprint()] = min(((round(latency.predict(space, arch), 6), arch) for arch in live),
+                                                      key=lambda pair: pair[0])
+        return latency.floors[space.fingerprint()]
+
+    def cheapest_feasible(self) -> Arch | None:
+        """An arch that meets every budget, for a search whose proposals keep failing: the min
+        subnet, else the latency floor's arch (None when neither does)."""
+        archs = [self.space.canonical(self.space.min())]
+        if self.latency is not None and LATENCY.name in self.budgets:
+            archs.append(self.latency_floor()[1])
+        return next((arch for arch in archs if self.feasible(arch)), None)
 
     def latency_check(self, export: Callable[[Arch], nn.Module] | None, best: Arch) -> dict[str, Any] | None:
         """The table's prediction for `best` against a measurement of its export (None without

@@ -6,7 +6,8 @@ maximises) and/or its validation top-1 (`{"val_top1": fraction}`, the score when
 `score_value` is given), and a `SearchRequest`. A population score (`rank`: a rank fusion)
 tells each trial the arch's score among every arch evaluated so far, and the final scores
 rank all of them together at the end.
-1. Fail fast when the cheapest subnet (`space.min()`) breaks a budget, naming its cost.
+1. Fail fast when a budget is below the cheapest arch (the min subnet's MACs and params, the
+   latency table's cheapest live arch: `SearchCosts.check_cheapest`), naming its cost.
 2. Small spaces (at most `ENUMERATE_LIMIT` raw archs) are listed: when fewer feasible
    distinct archs exist than `trials`, the search evaluates all of them and says so.
 3. Loop until `trials` evaluations are complete: `ask`; reject (cheap checks first: analytic
@@ -15,7 +16,8 @@ rank all of them together at the end.
    The request's `first` archs (the supernet's anchors, for a search by the supernet) that
    meet the budgets are queued before the searcher's own proposals. When `max_rejections` suggestions in a row
    fail (a budget that admits few archs of a large space, e.g. `0%`, the min subnet's cost),
-   the min subnet, which meets every budget, is queued once; when they fail again the search
+   the cheapest arch that meets every budget (the min subnet, or the latency floor's arch) is
+   queued once; when they fail again the search
    ends with what it evaluated, and a note says so.
 The loop writes results.jsonl (the journal a resume replays) and `search.json` (the settings
 of a local search, checked on resume); the files of the answer are written once, by
@@ -46,7 +48,7 @@ from nas.core.registry import SEARCHERS, SUPERNET_SCORE
 from nas.core.schema import Problems, convert_dataclass
 from nas.core.wording import announce
 from nas.engine.searching.costs import SearchCosts
-from nas.engine.searching.latency import LatencyTable
+from nas.engine.latency.table import LatencyTable
 from nas.engine.searching.outputs import write_stopped
 from nas.engine.searching.request import SearchRequest
 from nas.engine.searching.results import (RESULTS, SearchResult, SearchRun, append_record, as_logged, as_told,
@@ -261,7 +263,7 @@ def search_loop(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *,
             _queue_first(searcher, request.first, costs)
         while searcher.completed() < target:  # bounded: every pass evaluates or counts a rejection
             if rejected >= request.max_rejections:
-                if not queued_min and _queue_min(searcher, space, notes):
+                if not queued_min and _queue_min(searcher, costs, notes):
                     queued_min, rejected, duplicates = True, 0, 0
                     continue
                 _stop(searcher, request, target, rejected, duplicates, notes)
@@ -347,14 +349,16 @@ def _queue_first(searcher: Searcher, archs: tuple[Arch, ...], costs: SearchCosts
         searcher.enqueue(queued)
 
 
-def _queue_min(searcher: Searcher, space: ArchSpace, notes: list[str]) -> bool:
-    """Queue the min subnet (it meets every budget: `SearchCosts.check_cheapest`) unless it was
-    evaluated; whether it was queued."""
-    low = space.canonical(space.min())
-    if any(r["arch_id"] == arch_id(low) for r in searcher.history()):
+def _queue_min(searcher: Searcher, costs: SearchCosts, notes: list[str]) -> bool:
+    """Queue the cheapest arch that meets every budget (`SearchCosts.cheapest_feasible`: the min
+    subnet, or under a latency budget the latency floor's arch) unless it was evaluated; whether
+    it was queued."""
+    low = costs.cheapest_feasible()
+    if low is None or any(r["arch_id"] == arch_id(low) for r in searcher.history()):
         return False
     searcher.enqueue([low])
-    notes.append(f"queued the min subnet {arch_id(low)}: the budget admits few archs")
+    what = "the min subnet" if low == costs.space.canonical(costs.space.min()) else "the cheapest arch by latency"
+    notes.append(f"queued {what} {arch_id(low)}: the budget admits few archs")
     return True
 
 

@@ -70,7 +70,8 @@ def answer(request: SearchRequest, ran: SearchRun, export: Callable[[Any], Any] 
                           best.get(LATENCY.name), out, len(history), ran.new, best, check, [*recorded, *notes],
                           pareto_front(history, MACS.name), sorted(history, key=lambda r: r["trial"]),
                           request.score, objective(best), finalists.to_json() if finalists is not None else None,
-                          request.objective, request.score_line, request.score_reason)
+                          request.objective, request.score_line, request.score_reason,
+                          ran.costs.latency_source())
     write_pareto(out, history, ran.costs.names, ran.costs.budgets)
     write_arch_file(best["arch"], out / "best.yaml")
     if ran.final:

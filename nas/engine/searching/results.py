@@ -107,6 +107,8 @@ class SearchResult:
         optimised_for: What the score optimises, in words (`SearchRequest.objective`).
         score_line, score_reason: Why `auto` chose the score, in one short line and with the
             whole evidence (None when the caller named it).
+        latency_table: Where `latency_ms` came from (`{"table", "device", "batch"}`; None without
+            a latency table).
     """
 
     best: Arch
@@ -129,6 +131,7 @@ class SearchResult:
     optimised_for: str = ""
     score_line: str | None = None
     score_reason: str | None = None
+    latency_table: dict[str, Any] | None = None
 
     def to_dataframe(self) -> Any:
         """`trials` as a pandas DataFrame, one row per evaluated arch and one `arch.<key>` column
@@ -144,6 +147,8 @@ class SearchResult:
                 "score_reason": self.score_reason}
         if self.latency_ms is not None:
             data["latency_ms"] = self.latency_ms
+        if self.latency_table is not None:
+            data["latency_table"] = self.latency_table
         if self.latency_check is not None:
             data["latency_check"] = self.latency_check
         if self.finalists is not None:

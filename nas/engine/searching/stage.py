@@ -1,4 +1,4 @@
-"""The search stage's entries: `search` (what `nas.search` is) and `latency_table`.
+"""The search stage's entry: `search` (what `nas.search` is).
 
 `search` is the stage in one place: the request is built once (`request.build_request`: every
 argument checked, the score resolved), the folder locked for the whole command, the loop run
@@ -15,51 +15,20 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from nas.core.errors import NasError, SearchError, check_int
+from nas.core.errors import NasError, SearchError
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
 from nas.core.wording import announce, command
 from nas.engine.devices import resolve_device
-from nas.engine.run import Run, arch_generator, build_supernet, load_run
+from nas.engine.latency.stage import latency_table
+from nas.engine.run import Run, arch_generator, load_run
 from nas.engine.searching.request import SearchRequest, build_request, resolve_budget
 
 if TYPE_CHECKING:     # the search machinery (Optuna included) loads on first use
-    from nas.engine.searching.latency import LatencyTable
+    from nas.engine.latency.table import LatencyTable
     from nas.engine.searching.results import SearchResult, SearchRun
 
 __all__ = ["latency_table", "resolve_budget", "search"]     # resolve_budget: from `request`, as before
-
-
-def latency_table(run: Run, device: str | torch.device | None = None, batch: int = 1, threads: int | None = None,
-                  progress: bool = True) -> Path:
-    """Measure every distinct layer configuration of the run's space on `device` (None: the
-    run's device) (`nas latency-table`)."""
-    from nas.engine.searching.latency import write_latency_table
-
-    device = resolve_device(device) if device is not None else run.device
-    check_int("batch", batch, 1)
-    if threads is not None:
-        check_int("threads", threads, 1)
-    check_writable(run.dir.root / "latency", "RUN")      # before minutes of measuring
-    supernet = build_supernet(run.config)     # latency depends on the architecture, not the weights
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(desc=f"latency {device} b{batch}", unit="layer", file=sys.stderr)
-
-    def report(done: int, total: int) -> None:
-        if bar is not None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
-    try:
-        path, _ = write_latency_table(supernet, run.dir.root / "latency", device, batch, threads=threads,
-                                      seed=run.config.train.seed, progress=report)
-    finally:
-        if bar is not None:
-            bar.close()
-    return path
 
 
 def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | None = None,
@@ -96,7 +65,7 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     A latency budget uses the run's lookup table for `device` (None: the run's device) and
     `batch` (built first if missing) and the answer is measured to report the table's error;
     or `latency_table`: a table file (measured, or fitted by `nas latency-fit`) or `CSV[:COLUMN]`
-    of measured per-arch ms (`nas.engine.searching.latency_archs`; an arch it lacks is an error
+    of measured per-arch ms (`nas.engine.latency.sources`; an arch it lacks is an error
     unless `predict_missing`), whose device is not timed here.
     Every argument is checked before any work; the search folder records the run's checkpoint
     and step, and a folder searched on other weights (the run trained further) is refused.
@@ -180,7 +149,7 @@ def _request_table(run: Run, request: SearchRequest) -> Any:
     """The latency source of a search: the table the request names, else with a latency budget
     the run's table for the device (measured first if missing), else None."""
     if request.latency_table is not None:
-        from nas.engine.searching.latency_archs import load_latency_source
+        from nas.engine.latency.sources import load_latency_source
         return load_latency_source(request.latency_table, run.space, request.batch, request.predict_missing)
     if request.constraints.max_latency_ms is None:
         return None
@@ -189,7 +158,7 @@ def _request_table(run: Run, request: SearchRequest) -> Any:
 
 def _search_table(run: Run, request: SearchRequest) -> LatencyTable:
     """The run's latency table for the request's device and batch, measured first if missing."""
-    from nas.engine.searching.latency import LatencyTable, table_filename
+    from nas.engine.latency.table import LatencyTable, table_filename
 
     device = resolve_device(request.device)
     path = run.dir.root / "latency" / table_filename(device, request.batch)

@@ -132,7 +132,10 @@ def format_search_summary(summary: Mapping[str, Any]) -> str:
             costs.append(f"{label} {format_amount(value)}")
     if summary.get("latency_ms") is not None:
         budget = budgets.get("latency_ms")
-        costs.append(f"latency {summary['latency_ms']:.3f} ms" + (f" of a {budget:g} ms budget" if budget else ""))
+        source = summary.get("latency_table")
+        source = f" ({source.get('table') or 'table'}, {source.get('device')}, batch {source.get('batch')})" \
+            if isinstance(source, Mapping) else ""
+        costs.append(f"latency {summary['latency_ms']:.3f} ms{source}" + (f" of a {budget:g} ms budget" if budget else ""))
     top1 = f", val top-1 {100 * summary['val_top1']:.2f}% in the supernet" if summary.get("val_top1") is not None else ""
     lines = [f"chosen subnet {summary['arch_id']}: {', '.join(costs)}{top1}"]
     lines.append(f"chosen by: {_score_line(summary)}")

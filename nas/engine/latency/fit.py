@@ -11,17 +11,20 @@ fitted to the timings instead of measured:
   number of times in every arch (stem, head) are absorbed by the constant (their entries are 0).
   The groups are found on a random sample of the space (`PROBE_ARCHS`).
 - Plain fit: non-negative least squares of the group costs and the constant, on relative errors
-  (each timing's row divided by its milliseconds: a 1 ms network counts as much as a 100 ms one). It needs at least
-  one timing more than its free costs (so that each can be held out once), and every group timed
-  at least once.
+  (each timing's row divided by its milliseconds: a 1 ms network counts as much as a 100 ms one).
+  It needs at least one distinct arch more than its free costs (so that each can be held out
+  once), and every group timed at least once.
 - With prior tables (other devices' tables of the space, measured or fitted): the prior guess
   of each group cost is a non-negative combination of the priors' costs fitted to the timings;
   the costs are then fitted as a ridge-regularised deviation from that guess (relative to it),
   the strength chosen by cross-validation on the timings among `RIDGE_GRID`, with the guess
   alone and the plain fit as candidates.
 
-The held-out error is k-fold cross-validation (`FOLDS` folds, one timing per fold when fewer)
-of the whole procedure, choices included: Spearman's rho and MAPE of the held-out predictions.
+The points of the fit are distinct archs: repeated timings of one arch are one point (their
+median, `Timings.per_arch`), so the hold-out never keeps an arch's twin in training. The held-out
+error is k-fold cross-validation over the archs (`FOLDS` folds, one arch per fold when fewer)
+of the whole procedure, choices included: Spearman's rho and MAPE of the held-out predictions,
+reported with the number of archs (rough below `RELIABLE_ARCHS`).
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -40,14 +43,17 @@ from nas.core.errors import ConfigError, RunError, SearchError, check_int
 from nas.core.files import check_writable
 from nas.core.ranks import average_ranks
 from nas.engine.run_dir import DEFAULT_RUNS_DIR
-from nas.engine.searching.latency import DeviceRecord, LatencyTable, table_archs
-from nas.engine.searching.latency_timings import DEFAULT_COLUMN, Timings, read_timings, split_spec
+from nas.engine.latency.measure import DeviceRecord
+from nas.engine.latency.table import LatencyTable, table_archs
+from nas.engine.latency.timings import DEFAULT_COLUMN, Timings, read_timings, split_spec
 from search_spaces.base import ArchSpace, LayerCost
 
 PROBE_ARCHS = 256          # random archs on which equal layer counts are told apart
-FOLDS = 10                 # cross-validation folds (leave-one-out below this many timings)
+FOLDS = 10                 # cross-validation folds (leave-one-out below this many archs)
 RIDGE_GRID = (0.01, 0.1, 1.0, 10.0)   # deviation strengths tried with a prior
 PRIOR_MIN_TIMINGS = 3      # with a prior: a scale, a constant, and one held out
+RELIABLE_ARCHS = 20        # fewer distinct archs: held-out figures are rough (BENCHMARKS.md §22: from
+                           # 20 timed archs every draw ranked the other archs at Spearman >= 0.91)
 _COVERS: dict[tuple[str, str, int], list[Arch]] = {}     # (space, fingerprint, seed) -> `table_archs`
 
 
@@ -188,7 +194,7 @@ def heldout_predictions(x: np.ndarray, y: np.ndarray, priors: np.ndarray | None 
 
 
 def needed_timings(groups: LayerGroups, with_prior: bool) -> int:
-    """The fewest timings a fit can be made and held out from."""
+    """The fewest distinct archs a fit can be made and held out from."""
     return PRIOR_MIN_TIMINGS if with_prior else groups.free + 1
 
 
@@ -207,18 +213,30 @@ def prior_costs(groups: LayerGroups, tables: Sequence[LatencyTable], space: Arch
 
 @dataclass
 class FitReport:
-    """What `nas latency-fit` reports: the held-out error and how the table was fitted."""
+    """What `nas latency-fit` reports: the held-out error and how the table was fitted.
+
+    `timings` counts the rows, `archs` the distinct archs they timed (the points of the fit and
+    of its hold-out). Held-out figures from fewer than `RELIABLE_ARCHS` archs are rough
+    (`rough`): a Spearman of 1.000 over 6 archs says little of the next thousand.
+    """
 
     timings: int
+    archs: int
     free_costs: int
     how: str
     heldout_spearman: float | None
     heldout_mape_pct: float
     fit_mape_pct: float
     priors: list[str] = field(default_factory=list)
+    RELIABLE: ClassVar[int] = RELIABLE_ARCHS
+
+    @property
+    def rough(self) -> bool:
+        """Whether the held-out figures come from too few archs to rely on."""
+        return self.archs < RELIABLE_ARCHS
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "rough": self.rough}
 
 
 def space_groups(space: ArchSpace, archs: Sequence[Arch] = (), seed: int = 0) -> tuple[LayerGroups, dict[str, LayerCost]]:
@@ -237,42 +255,47 @@ def space_groups(space: ArchSpace, archs: Sequence[Arch] = (), seed: int = 0) ->
 
 
 def fit_table(space: ArchSpace, timings: Timings, priors: Sequence[LatencyTable] = (), device: str = "target",
-              batch_size: int = 1) -> tuple[LatencyTable, FitReport]:
+              batch_size: int = 1, flag: str = "timings", offer_priors: bool = True) -> tuple[LatencyTable, FitReport]:
     """A latency table of `space` fitted to `timings` (see the module docstring), and its report.
 
-    Raises `ConfigError` with too few timings for the model, or (without priors) timings that
-    never include some layer group.
+    The points are the distinct archs (`Timings.per_arch`: repeated timings of an arch are one
+    point, held out together). Raises `ConfigError` naming `flag` with too few distinct archs
+    for the model, or (without priors) timings that never include some layer group; the way
+    out through prior tables is offered only where the caller takes them (`offer_priors`).
     """
-    groups, layers = space_groups(space, timings.archs)
-    rows = [layer_counts(space, arch) for arch in timings.archs]
-    x, y = groups.design(rows), np.array(timings.ms, dtype=float)
+    points = timings.per_arch()
+    groups, layers = space_groups(space, points.archs)
+    rows = [layer_counts(space, arch) for arch in points.archs]
+    x, y = groups.design(rows), np.array(points.ms, dtype=float)
     prior = prior_costs(groups, priors, space) if priors else None
     needed = needed_timings(groups, prior is not None)
+    with_priors = f" (or {PRIOR_MIN_TIMINGS} with prior tables: {{priors}})" if offer_priors and not priors else ""
     if len(y) < needed:
-        raise ConfigError(f"timings: {timings.path}: {len(y)} timings; the model has {groups.free} free costs "
+        counted = f"{len(timings)} timings of {len(y)} distinct archs" if len(y) < len(timings) else f"{len(y)} timings"
+        raise ConfigError(f"{flag}: {timings.path}: {counted}; the model has {groups.free} free costs "
                           f"({len(groups.groups)} layer groups + a constant) and needs at least {needed} "
-                          f"timings" + ("" if priors else f" (or {PRIOR_MIN_TIMINGS} with prior tables: {{priors}})"))
+                          f"distinct archs timed{with_priors}")
     if prior is None:
         untimed = [group[0] for group, column in zip(groups.groups, x.T) if not column.any()]
         if untimed:
-            raise ConfigError(f"timings: {timings.path}: no timed arch has layer '{untimed[0]}' "
-                              f"({len(untimed)} layer groups untimed); time archs that use every operation, "
-                              "or give prior tables ({priors})")
+            raise ConfigError(f"{flag}: {timings.path}: no timed arch has layer '{untimed[0]}' "
+                              f"({len(untimed)} layer groups untimed); time archs that use every operation"
+                              + (", or give prior tables ({priors})" if offer_priors else ""))
     fitted = fit_costs(x, y, prior)
     heldout = heldout_predictions(x, y, prior)
     predicted = fitted.predict(x)
     rho = spearman(heldout, y)
-    report = FitReport(len(y), groups.free, fitted.how, None if math.isnan(rho) else round(rho, 4),
+    report = FitReport(len(timings), len(y), groups.free, fitted.how, None if math.isnan(rho) else round(rho, 4),
                        round(mape_pct(heldout, y), 3), round(mape_pct(predicted, y), 3),
                        [str(t.path) for t in priors])
     entries = {key: _entry(layers[key], 0.0) for key in groups.fixed if key in layers}
     for group, cost in zip(groups.groups, fitted.costs):
         entries.update({key: _entry(layers[key], float(cost)) for key in group if key in layers})
-    record = DeviceRecord(device, f"fitted from {len(y)} timings of {timings.path.name}:{timings.column}",
+    record = DeviceRecord(device, f"fitted from {len(y)} archs timed in {timings.path.name}:{timings.column}",
                           "", 0, "", batch_size, False)
-    fit = [{"arch_id": arch_id(arch), "measured_ms": ms, "predicted_ms": round(float(p), 6),
+    fit = [{"arch_id": arch_id(arch), "measured_ms": ms, "timings": count, "predicted_ms": round(float(p), 6),
             "heldout_ms": round(float(h), 6), "error_pct": round(100 * (float(p) - ms) / ms, 3)}
-           for arch, ms, p, h in zip(timings.archs, timings.ms, predicted, heldout)]
+           for arch, ms, count, p, h in zip(points.archs, points.ms, points.counts, predicted, heldout)]
     table = LatencyTable(space.name, space.fingerprint(), record, entries, max(0.0, fitted.constant), fit,
                          fitted={"file": str(timings.path), "column": timings.column,
                                  "groups": [list(g) for g in groups.groups], "fixed": list(groups.fixed),
@@ -292,20 +315,23 @@ def dead_edge_archs(timings: Timings) -> int:
 
 
 def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_COLUMN, priors: Sequence[str] = (),
-                device: str | None = None, batch: int = 1, out: str | Path | None = None,
+                name: str | None = None, batch: int = 1, out: str | Path | None = None,
                 overrides: Sequence[str] = (), runs_dir: str | Path = DEFAULT_RUNS_DIR) -> tuple[Path, FitReport]:
     """Fit the latency table of `target`'s space (a run, or a config with `overrides`) to the
     timings of `column` in the CSV `timings` (`nas latency-fit`) and write it.
 
     `priors`: other devices' tables of the space (`.json`) or timings (`CSV[:COLUMN]`).
-    `device`: the target's name in the table (default: the column's). `out` defaults to
-    `RUN/latency/fit-<device>-b<batch>.json` (required for a config). Returns the file and the report.
+    `name`: the target device's name in the table (default: the column's), a plain name
+    (`nas.engine.run_dir.check_name`: it names the file). `out` defaults to
+    `RUN/latency/fit-<name>-b<batch>.json` (required for a config). Returns the file and the report.
     """
     from nas.core.config import load_config, resolve_config_path
     from nas.engine.run import build_space
-    from nas.engine.run_dir import find_run
+    from nas.engine.run_dir import check_name, find_run
 
     check_int("batch", batch, 1)
+    if name is not None:
+        check_name(name, "name")
     run_dir = None
     try:
         resolve_config_path(target)
@@ -319,11 +345,17 @@ def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_C
         raise ConfigError("set: overrides apply to a config, not to a trained run")
     config = load_config(run_dir.config if run_dir is not None else target, () if run_dir is not None else overrides)
     space = build_space(config)
-    device = device or column
+    device = name or column
     if out is None:
         if run_dir is None:
             raise ConfigError("give the table's file ({out=PATH.json}) when fitting for a config, not a run",
                               param="out")
+        if name is None:
+            try:
+                check_name(column)
+            except RunError:
+                raise ConfigError(f"name: the column {column!r} is no plain name for the table's file; give "
+                                  "{name=NAME}") from None
         out = run_dir.root / "latency" / f"fit-{device}-b{batch}.json"
     out = Path(out)
     if out.suffix != ".json":

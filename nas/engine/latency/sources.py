@@ -2,24 +2,24 @@
 layer, or fitted from timings) or a column of measured per-arch latencies.
 
 `ArchLatencyTable` answers an arch's latency from the row of its canonical arch in a timings
-CSV (`nas.engine.searching.latency_timings`). An arch the file lacks is an error naming it,
+CSV (`nas.engine.latency.timings`). An arch the file lacks is an error naming it,
 unless the user asked for predictions: then a table fitted to the file's rows
-(`nas.engine.searching.latency_fit`) predicts it. Where several rows are one canonical arch
-(e.g. NAS-Bench-201 strings that differ only on dead edges), the row written in canonical form
-wins; without one, their median is used (a warning says how many).
+(`nas.engine.latency.fit`) predicts it. Where several rows are one canonical arch
+(repeated timings, or NAS-Bench-201 strings that differ only on dead edges), the median of the
+rows written in canonical form is used, else the median of them all (`Timings.per_arch`; a
+warning says how many archs are timed only in other forms).
 """
 from __future__ import annotations
 
-import statistics
 import warnings
-from collections import defaultdict
 from typing import Any, Mapping
 
-from nas.core.arch import arch_id
+from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, SearchError
-from nas.engine.searching.latency import DeviceRecord, LatencyTable
-from nas.engine.searching.latency_fit import fit_table
-from nas.engine.searching.latency_timings import DEFAULT_COLUMN, Timings, read_timings, split_spec
+from nas.engine.latency.measure import DeviceRecord
+from nas.engine.latency.table import LatencyTable
+from nas.engine.latency.fit import fit_table
+from nas.engine.latency.timings import DEFAULT_COLUMN, ArchTimings, Timings, read_timings, split_spec
 from search_spaces.base import ArchSpace
 
 
@@ -35,7 +35,10 @@ class ArchLatencyTable:
         self.path, self.column, self.fallback = timings.path, timings.column, fallback
         self.device = DeviceRecord(timings.column, f"measured per arch: {timings.path.name}:{timings.column}",
                                    "", 0, "", batch_size, False)
-        self.ms = _per_canonical_arch(timings)
+        points = _per_canonical_arch(timings)
+        self.archs = points.archs       # the canonical archs its rows time
+        self.ms = {arch_id(arch): ms for arch, ms in zip(points.archs, points.ms)}
+        self.floors: dict[str, tuple[float, Arch]] = {}     # the search's latency floor per space (costs.py)
 
     def predict(self, space: ArchSpace, arch: Mapping[str, Any]) -> float:
         """The measured ms of `arch` (canonical), else the fallback's prediction, else `SearchError`."""
@@ -53,26 +56,22 @@ class ArchLatencyTable:
             raise SearchError(f"latency_table: {self.path} was read for another space ({self.space})")
 
 
-def _per_canonical_arch(timings: Timings) -> dict[str, float]:
-    exact: dict[str, float] = {}
-    others: dict[str, list[float]] = defaultdict(list)
-    for raw, canonical, ms in zip(timings.raw, timings.archs, timings.ms):
-        key = arch_id(canonical)
-        if dict(raw) == canonical:
-            exact.setdefault(key, ms)
-        else:
-            others[key].append(ms)
-    merged = {key: statistics.median(values) for key, values in others.items() if key not in exact}
+def _per_canonical_arch(timings: Timings) -> ArchTimings:
+    points = timings.per_arch()
+    spelt = {arch_id(canonical) for raw, canonical in zip(timings.raw, timings.archs) if dict(raw) == canonical}
+    merged = [arch for arch in points.archs if arch_id(arch) not in spelt]
     if merged:
         warnings.warn(f"{timings.path}: {len(merged)} archs are timed only in forms that differ from the "
                       f"network nas builds (e.g. operations on dead edges); their median timing is used")
-    return {**merged, **exact}
+    return points
 
 
 def load_latency_source(spec: str, space: ArchSpace, batch_size: int = 1,
                         predict_missing: bool = False) -> LatencyTable | ArchLatencyTable:
     """What `--latency-table SPEC` names: a table file (`.json`: `nas latency-table` or `nas
-    latency-fit`), or `CSV[:COLUMN]` of measured per-arch ms (column default `latency_ms`)."""
+    latency-fit`), which must be of `batch_size` (`ConfigError` naming `batch` otherwise), or
+    `CSV[:COLUMN]` of measured per-arch ms (column default `latency_ms`), taken to be timed at
+    `batch_size`."""
     path, column = split_spec(spec)
     if path.suffix == ".json":
         if column is not None:
@@ -81,9 +80,15 @@ def load_latency_source(spec: str, space: ArchSpace, batch_size: int = 1,
             raise ConfigError(f"predict_missing: applies to a CSV latency table; {path} predicts every arch")
         table = LatencyTable.load(path)
         table.check_space(space)
+        if table.device.batch_size != batch_size:
+            raise ConfigError(f"batch: {batch_size}, but the latency table {path} was "
+                              f"{'fitted' if table.fitted is not None else 'measured'} at batch "
+                              f"{table.device.batch_size}; give {{batch={table.device.batch_size}}} or a table of "
+                              f"batch {batch_size}")
         return table
     timings = read_timings(path, space, column or DEFAULT_COLUMN, flag="latency_table")
     fallback = None
     if predict_missing:
-        fallback = fit_table(space, timings, device=timings.column, batch_size=batch_size)[0]
+        fallback = fit_table(space, timings, device=timings.column, batch_size=batch_size, flag="latency_table",
+                             offer_priors=False)[0]
     return ArchLatencyTable(space, timings, batch_size, fallback)

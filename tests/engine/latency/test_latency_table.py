@@ -10,15 +10,8 @@ import torch
 from torch import nn
 
 from nas.core.errors import RunError, SearchError
-from nas.engine.searching.latency import (
-    LatencyTable,
-    build_table,
-    device_record,
-    measure,
-    table_archs,
-    table_filename,
-    write_latency_table,
-)
+from nas.engine.latency.measure import device_record, measure
+from nas.engine.latency.table import LatencyTable, build_table, table_archs, table_filename, write_latency_table
 from tests.conftest import make_space, make_supernet
 
 FAST = dict(warmup=1, repeats=3, threads=1)
@@ -139,7 +132,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.gpu
 @cuda
 def test_measure_on_cuda_uses_events(monkeypatch):
-    from nas.engine.searching import latency
+    from nas.engine.latency import measure as latency
 
     events, elapsed = [], []
 

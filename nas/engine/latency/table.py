@@ -1,9 +1,4 @@
-"""Latency: timing exported subnets and a per-layer lookup table that predicts it.
-
-`measure` times a static model after warm-up runs: `time.perf_counter` around each run with
-a fixed thread count on CPU, CUDA events with synchronisation on GPUs; it reports median
-and p90 (nearest rank). Every figure carries a `DeviceRecord` (device, CPU model or GPU
-name, torch version, threads, dtype, batch size, memory format).
+"""A per-layer latency lookup table that predicts a subnet's latency (`nas latency-table`).
 
 A `LatencyTable` (HAT, Wang et al. 2020; OFA's latency lookup table) holds one measured entry
 per distinct layer configuration (`LayerCost.key` of `space.layers(arch)`), each timed once by
@@ -16,22 +11,19 @@ Table file (`<device>-b<batch>.json`, e.g. `cpu-b1.json`, `cuda0-b1.json`): `{"f
 1, "space": name, "space_fingerprint", "device": DeviceRecord, "warmup", "repeats",
 "constant_ms", "entries": {key: {"median_ms", "p90_ms", "in_shape", "macs", "params"}},
 "fit": [{"arch_id", "measured_ms", "p90_ms", "layers_ms", "predicted_ms", "error_pct"}]}`.
-A table fitted from whole-network timings (`nas.engine.searching.latency_fit`) has the same
-file plus `"fitted": {...}` (the timings, the layer groups, the held-out error); its device is
-the user's name for the target, where nothing can be measured from here.
+Each entry is timed by `nas.engine.latency.measure`. A table fitted from whole-network timings
+(`nas.engine.latency.fit`) has the same file plus `"fitted": {...}` (the timings, the layer
+groups, the held-out error); its device is the user's name for the target, where nothing can
+be measured from here.
 """
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
-import math
 import random
 import statistics
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -40,7 +32,8 @@ from nas.core.arch import Arch, arch_id
 from nas.core.errors import RunError, SearchError
 from nas.core.files import write_json
 from nas.core.wording import command
-from nas.engine.devices import cpu_model, resolve_device
+from nas.engine.devices import resolve_device
+from nas.engine.latency.measure import DeviceRecord, device_record, measure, thread_count
 from search_spaces.base import ArchSpace, LayerCost, Supernet
 
 FORMAT_VERSION = 1
@@ -48,124 +41,6 @@ ENUMERATE_LIMIT = 20_000   # spaces with at most this many raw archs are listed 
 COVER_PATIENCE = 5_000     # random cover: stop after this many draws without a new layer key
 
 BUILD_TABLE = f"build one with `{command('latency-table', 'RUN', device='D', batch='B')}`"
-
-
-@dataclass(frozen=True)
-class DeviceRecord:
-    """Where and how a latency was measured."""
-
-    device: str           # "cpu", "cuda:0"
-    name: str             # CPU model or GPU name
-    torch: str
-    threads: int
-    dtype: str            # "float32"
-    batch_size: int
-    channels_last: bool
-
-    def rebuild(self) -> str:
-        """The command that measures a table for this device and batch (a `nas.core.wording` marker)."""
-        return command("latency-table", "RUN", device=self.device, batch=self.batch_size)
-
-
-@dataclass(frozen=True)
-class LatencyRecord:
-    """One measurement: milliseconds per forward pass of one batch."""
-
-    median_ms: float
-    p90_ms: float
-    samples: list[float]
-    device: DeviceRecord
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"median_ms": self.median_ms, "p90_ms": self.p90_ms, "device": asdict(self.device)}
-
-
-def device_record(device: str | torch.device, threads: int | None = None, dtype: torch.dtype = torch.float32,
-                  batch_size: int = 1, channels_last: bool = True) -> DeviceRecord:
-    """The description stored beside every latency measured on `device`."""
-    device = torch.device(device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
-    return DeviceRecord(str(device), name, torch.__version__,
-                        threads if threads is not None else torch.get_num_threads(),
-                        str(dtype).removeprefix("torch."), batch_size, channels_last)
-
-
-def _nearest_rank(samples: Sequence[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-def measure(model: nn.Module, device: str | torch.device = "cpu", batch_size: int = 1,
-            input_shape: Sequence[int] = (3, 224, 224), dtype: torch.dtype = torch.float32,
-            warmup: int = 10, repeats: int = 50, threads: int | None = None,
-            channels_last: bool = True) -> LatencyRecord:
-    """Median and p90 milliseconds of `model` on a random `(batch_size, *input_shape)` input.
-
-    Args:
-        model: A static module; a copy is moved to `device` and `dtype` (the caller's is untouched).
-        device: "cpu" or a CUDA device.
-        batch_size: Images per forward pass.
-        input_shape: One input without the batch dimension.
-        dtype: Parameter and input dtype.
-        warmup: Untimed runs first.
-        repeats: Timed runs.
-        threads: CPU threads during the measurement (None: torch's current setting).
-        channels_last: Run 4-D tensors in channels-last memory format (much faster for
-            depthwise convolutions on CPU).
-    """
-    device = resolve_device(device)
-    if repeats < 1 or warmup < 0 or batch_size < 1:
-        raise SearchError(f"measure: needs repeats >= 1, warmup >= 0, batch >= 1; "
-                          f"got {repeats}, {warmup}, {batch_size}")
-    record = device_record(device, threads, dtype, batch_size, channels_last)
-    model = copy.deepcopy(model).eval().to(device=device, dtype=dtype)
-    x = torch.randn(batch_size, *input_shape, device=device, dtype=dtype)
-    if channels_last and x.dim() == 4:
-        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
-    on_device = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
-    with _threads(record.threads), torch.inference_mode(), on_device:   # events record on the current device
-        timer = _time_cuda if device.type == "cuda" else _time_cpu
-        samples = timer(model, x, warmup, repeats)
-    return LatencyRecord(statistics.median(samples), _nearest_rank(samples, 0.9), samples, record)
-
-
-@contextlib.contextmanager
-def _threads(count: int) -> Iterator[None]:
-    """torch's thread count set to `count` inside (switching costs tens of ms: only if needed)."""
-    previous = torch.get_num_threads()
-    if count != previous:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        if count != previous:
-            torch.set_num_threads(previous)
-
-
-def _time_cpu(model: nn.Module, x: torch.Tensor, warmup: int, repeats: int) -> list[float]:
-    for _ in range(warmup):
-        model(x)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        model(x)
-        samples.append((time.perf_counter() - start) * 1e3)
-    return samples
-
-
-def _time_cuda(model: nn.Module, x: torch.Tensor, warmup: int, repeats: int) -> list[float]:
-    for _ in range(warmup):
-        model(x)
-    torch.cuda.synchronize(x.device)
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        model(x)
-        end.record()
-        torch.cuda.synchronize(x.device)
-        samples.append(start.elapsed_time(end))
-    return samples
 
 
 def table_filename(device: str | torch.device, batch_size: int) -> str:
@@ -187,6 +62,7 @@ class LatencyTable:
     repeats: int = 0
     path: Path | None = None
     fitted: dict[str, Any] | None = None
+    floors: dict[str, tuple[float, Arch]] = field(default_factory=dict, repr=False, compare=False)  # costs.py
 
     @property
     def measurable(self) -> bool:
@@ -320,7 +196,7 @@ def build_table(supernet: Supernet, archs: Sequence[Mapping[str, Any]], device: 
         by_arch.setdefault(index, []).append(layer)
     entries: dict[str, dict[str, Any]] = {}
     record = device_record(device, threads, dtype, batch_size, channels_last)
-    with _threads(record.threads):
+    with thread_count(record.threads):
         _measure_layers(supernet, archs, by_arch, record, entries, dtype, warmup, repeats, progress, len(todo))
         table = LatencyTable(space.name, space.fingerprint(), record, entries, warmup=warmup, repeats=repeats)
         _fit_constant(table, supernet, archs, fit_archs, dtype, channels_last)

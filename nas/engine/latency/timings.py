@@ -9,6 +9,14 @@ to the CSV's folder), or, in `cell201` spaces, a NAS-Bench-201 string
 
 Bad rows are reported as `FILE: line N: ...` (all of them, at most a few printed); values must
 be finite and > 0. Milliseconds read as seconds are caught by their magnitude (a warning).
+
+Several rows may time one network (repeated measurements, or NAS-Bench-201 strings that differ
+only on dead edges). `Timings.per_arch` gives one point per distinct canonical arch: the median
+of its rows written in canonical form, or of all its rows when none is (a repeated measurement
+is evidence about one network, not a second network: a fit that counted it twice would hold out
+a row while its twin stays in training). Timings of one arch more than `FAR_OFF` times apart are
+reported (a warning naming the lines): one of them is likely a mistake. Rows written
+differently (dead edges) may differ more: a runtime may run the dead edges.
 """
 from __future__ import annotations
 
@@ -17,12 +25,13 @@ import json
 import math
 import statistics
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nas.core.arch import Arch, arch_id, read_arch_file
-from nas.core.errors import ArchError, ConfigError
+from nas.core.errors import ArchError, ConfigError, clip
+from nas.core.files import not_text
 from search_spaces.base import ArchSpace
 
 ARCH_COLUMN = "arch"
@@ -31,17 +40,65 @@ ID_LIMIT = 20_000          # arch ids are resolved by listing spaces of at most 
 SECONDS_LIKE_MS = 0.05     # a median below this many ms reads as seconds (no whole network runs in 50 us)
 MICROSECONDS_LIKE_MS = 1e5  # a median above this (100 s per forward pass) reads as microseconds
 MAX_PROBLEMS = 20
+FAR_OFF = 2.0              # timings of one arch this many times apart are reported
 
 
 @dataclass
 class Timings:
-    """Canonical archs and their milliseconds, in file order (`raw`: the archs as written)."""
+    """Canonical archs and their milliseconds, in file order (`raw`: the archs as written,
+    `lines`: their lines in the file, when read from one)."""
 
     path: Path
     column: str
     archs: list[Arch]
     ms: list[float]
     raw: list[Arch]
+    lines: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.archs)
+
+    def per_arch(self) -> "ArchTimings":
+        """One point per distinct canonical arch (module docstring), in order of first
+        appearance; warns of archs written alike whose timings lie more than `FAR_OFF` times apart."""
+        rows: dict[str, list[int]] = {}
+        for index, arch in enumerate(self.archs):
+            rows.setdefault(arch_id(arch), []).append(index)
+        archs, ms, counts, far_off = [], [], [], []
+        for indices in rows.values():
+            spelt = [i for i in indices if dict(self.raw[i]) == self.archs[i]]
+            archs.append(self.archs[indices[0]])
+            ms.append(statistics.median(self.ms[i] for i in spelt or indices))
+            counts.append(len(indices))
+            far_off += self._far_off(indices)
+        if far_off:
+            warnings.warn(f"{self.path}: {len(far_off)} archs are timed more than {FAR_OFF:g}x apart in rows "
+                          f"written alike (first: {far_off[0]}); their median is used: check the outlying timings")
+        return ArchTimings(archs, ms, counts)
+
+    def _far_off(self, indices: list[int]) -> list[str]:
+        """The description of each written form among `indices` timed more than `FAR_OFF` times apart."""
+        forms: dict[str, list[int]] = {}
+        for i in indices:
+            forms.setdefault(arch_id(self.raw[i]), []).append(i)
+        found = []
+        for same in forms.values():
+            values = [self.ms[i] for i in same]
+            if max(values) > FAR_OFF * min(values):
+                where = ", ".join(f"line {self.lines[i]}: {self.ms[i]:g} ms" if self.lines else f"{self.ms[i]:g} ms"
+                                  for i in same[:5])
+                found.append(f"arch {arch_id(self.archs[same[0]])}, {where}")
+        return found
+
+
+@dataclass(frozen=True)
+class ArchTimings:
+    """One point per distinct canonical arch: its milliseconds (a median, see `Timings.per_arch`)
+    and how many rows timed it."""
+
+    archs: list[Arch]
+    ms: list[float]
+    counts: list[int]
 
     def __len__(self) -> int:
         return len(self.archs)
@@ -57,17 +114,20 @@ def read_timings(path: str | Path, space: ArchSpace, column: str = DEFAULT_COLUM
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{flag}: {path}: no such file")
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        for needed in (ARCH_COLUMN, column):
-            if needed not in header:
-                raise ConfigError(f"{flag}: {path}: no column '{needed}' (columns: {', '.join(header) or 'none'})")
-        rows = list(reader)
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            for needed in (ARCH_COLUMN, column):
+                if needed not in header:
+                    raise ConfigError(f"{flag}: {path}: no column '{needed}' (columns: {', '.join(header) or 'none'})")
+            rows = list(reader)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{flag}: {path}: {not_text(e)}; timings are a CSV file") from None
     if not rows:
         raise ConfigError(f"{flag}: {path}: no timings (only a header)")
     resolver = ArchResolver(space, path.parent)
-    archs, raw, ms, problems = [], [], [], []
+    archs, raw, ms, lines, problems = [], [], [], [], []
     for line, row in enumerate(rows, start=2):
         try:
             arch = resolver(row.get(ARCH_COLUMN) or "")
@@ -78,6 +138,7 @@ def read_timings(path: str | Path, space: ArchSpace, column: str = DEFAULT_COLUM
         raw.append(arch)
         archs.append(space.canonical(arch))
         ms.append(value)
+        lines.append(line)
     if problems:
         if resolver.foreign == len(rows):
             raise ConfigError(f"{flag}: {path}: its archs belong to another space, not '{space.name}' "
@@ -85,7 +146,7 @@ def read_timings(path: str | Path, space: ArchSpace, column: str = DEFAULT_COLUM
         raise ConfigError(problems[:MAX_PROBLEMS] + ([f"... {len(problems) - MAX_PROBLEMS} more bad rows"]
                                                       if len(problems) > MAX_PROBLEMS else []))
     warn_units(ms, f"{path} column '{column}'")
-    return Timings(path, column, archs, ms, raw)
+    return Timings(path, column, archs, ms, raw, lines)
 
 
 def warn_units(ms: list[float], where: str) -> None:
@@ -125,9 +186,12 @@ class ArchResolver:
             raise ArchError("arch: missing")
         if text.startswith("{"):
             arch = self._parse_json(text)
-        elif text.startswith("|") and self.space.name == "cell201":
-            from search_spaces.cell201 import from_nb201_string
-            arch = from_nb201_string(text)
+        elif text.startswith("|"):
+            arch = self.space.arch_from_text(text)
+            if arch is None:
+                self.foreign += 1
+                raise ArchError(f"arch: {clip(text)!r} is a NAS-Bench-201 string, which only a cell201 space reads "
+                                f"(this space is '{self.space.name}')")
         elif (self.folder / text).suffix in (".yaml", ".yml", ".json"):
             arch = read_arch_file(self.folder / text)
         else:
@@ -161,10 +225,7 @@ class ArchResolver:
                                 f"archs; give the arch as JSON or an arch file")
             self._ids = {arch_id(a): a for a in map(self.space.canonical, self.space.enumerate())}
         if text not in self._ids:
-            hint = " (a NAS-Bench-201 string fits only a cell201 space)" if text.startswith("|") else ""
-            if text.startswith("|"):
-                self.foreign += 1
-            raise ArchError(f"arch: {text!r} is no arch id of space '{self.space.name}'{hint}")
+            raise ArchError(f"arch: {text!r} is no arch id of space '{self.space.name}'")
         return dict(self._ids[text])
 
 
