@@ -175,6 +175,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"exported {_named(run.space, record.arch_id, api.resolve_arch(run.space, args.arch))} to {record.dir}: "
               f"val top-1 {record.val_top1:.4f}, test top-1 {record.test_top1:.4f}{how}, MACs {format_amount(record.macs)}, "
               f"params {format_amount(record.params)}")
+    if (record.record.get("search") or {}).get("note"):
+        print(f"note: {record.record['search']['note']}", file=sys.stderr)
     if record.warning:
         print(f"warning: {record.warning}", file=sys.stderr)
     return 0
@@ -251,13 +253,15 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from nas import api
     summary = api.search_summary(args.search_dir)
-    shipped = api.read_shipped(args.search_dir, summary["arch_id"])
+    shipped, stale = api.shipped_status(args.search_dir, summary["arch_id"])
     if args.json:
-        _print_json({**{key: value for key, value in summary.items() if key != "trials"}, "shipped": shipped})
+        _print_json({**{key: value for key, value in summary.items() if key != "trials"}, "shipped": shipped,
+                     "shipped_stale": stale})
     else:
         print(api.format_search_summary(summary))
+        export = f"nas export RUN --arch {Path(args.search_dir) / 'best.yaml'}"
         print("\n".join(api.format_shipped(shipped)) if shipped else
-              f"not exported yet: nas export RUN --arch {Path(args.search_dir) / 'best.yaml'}")
+              f"not exported now: {stale}; export it: {export}" if stale else f"not exported yet: {export}")
     return 0
 
 

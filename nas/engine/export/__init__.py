@@ -36,6 +36,7 @@ from nas.engine.devices import exact_float32, module_device
 from nas.engine.json_result import JsonResult
 from nas.core.config import FinetuneConfig
 from nas.engine.export.shipped import below_cheaper, cheaper_subnets, measured_by_search, search_folder, write_shipped
+from nas.engine.export.shipped_record import foreign_export, other_weights, search_source
 from nas.engine.run import Run, resolve_arch
 from search_spaces.base import Supernet
 
@@ -229,7 +230,8 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     """Recalibrate BN, evaluate, fine-tune (as `finetune` says, default the run's
     `export.finetune`), compare with the cheaper subnets, and export `arch` to `out` (default
     `runs/NAME/export/<arch_id>`); `export_format="onnx"` also writes `model.onnx` (the `onnx`
-    extra). An arch file from a search folder also gets that folder's `shipped.json`."""
+    extra). An arch file from a search folder of this run also gets that folder's `shipped.json`;
+    `record["search"]` says whether it did, and why not (another run's search)."""
     check_format(export_format)     # a missing package fails before the evaluations
     settings = run.config.export.finetune if finetune is None else finetune
     folder = search_folder(arch if isinstance(arch, (str, Path)) else None)
@@ -251,7 +253,8 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     warning = below_cheaper(arch_id(arch), run.space.macs(arch), shipped["val_top1"], cheaper)
     metrics = {**shipped, "shipped": "finetuned" if finetuned else "inherited", "inherited": inherited,
                "finetune": finetuned, "cheaper": cheaper, "warning": warning, "step": run.step,
-               "run": str(run.dir.root)}
+               "checkpoint": run.checkpoint.name, "run": str(run.dir.root.resolve()),
+               "space_fingerprint": run.space.fingerprint(), "search": _search_record(folder, run)}
     preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std)
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
         record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
@@ -259,6 +262,20 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     write_shipped(folder, out_dir, record)
     return ExportResult(record["arch_id"], record["macs"], record["flops"], record["params"], record["val_top1"],
                         record["test_top1"], out_dir, record)
+
+
+def _search_record(folder: Path | None, run: Run) -> dict[str, Any] | None:
+    """What an export from the search `folder`'s arch file says of that search: whether its
+    `shipped.json` records it (not for another run's search) and a note (why not, or other weights
+    than the search measured); None without a search folder."""
+    if folder is None:
+        return None
+    source = search_source(folder)
+    foreign = foreign_export(source, run.dir.root, run.space.fingerprint())
+    if foreign is not None:
+        return {"dir": str(folder), "recorded": False,
+                "note": f"not recorded as the shipped model of the search {folder}: {foreign}"}
+    return {"dir": str(folder), "recorded": True, "note": other_weights(source, run.step, run.checkpoint.name)}
 
 
 def _accuracies(run: Run, arch: Mapping[str, Any], top5: bool = True) -> dict[str, float]:
