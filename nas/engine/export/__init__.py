@@ -56,8 +56,25 @@ def check_export_dir(out_dir: str | Path, flag: str, params: int = 0) -> Path:
             shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
             raise PathError(f"{flag}: {out_dir} holds files that are not an export ({shown}); choose a new or "
                             f"empty folder")
-    check_writable(out_dir.parent, flag, need_bytes=2 * 4 * params * 2)
+    check_writable(out_dir.parent, flag, need_bytes=export_bytes(params))
     return out_dir
+
+
+def export_bytes(params: int) -> int:
+    """Room an export of `params` parameters asks for: its float32 weights, twice (weights and
+    program), with the old export beside the new while it is replaced."""
+    return 2 * 4 * params * 2
+
+
+def same_file_system(a: Path, b: Path) -> bool:
+    """Whether the folders `a` and `b` (or their nearest existing parents) lie on one file system."""
+    def device(path: Path) -> int:
+        path = Path(os.path.abspath(path))
+        while not path.exists() and path.parent != path:
+            path = path.parent
+        return path.stat().st_dev
+
+    return device(a) == device(b)
 
 
 # Off the CPU the supernet and the export run different kernels (sliced vs contiguous weights),
@@ -243,10 +260,12 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     if settings.enabled:
         from nas.engine.export.finetune import finetune_subnet   # the trainer loads timm: only when it trains
 
-        tuned = finetune_subnet(run, arch, settings, progress=progress)
+        beside = export_bytes(run.space.params(arch)) if same_file_system(out_dir, run.dir.root) else 0
+        tuned = finetune_subnet(run, arch, settings, progress=progress, keep_partial=True, beside_bytes=beside)
         shipped = {"val_top1": tuned.val_top1, "test_top1": tuned.test_top1, "val_top5": tuned.val_top5,
                    "test_top5": tuned.test_top5}
-        model, finetuned = tuned.model, tuned.record
+        model, finetuned = tuned.model, dict(tuned.record)
+        partial = finetuned.pop("partial")
     smallest = run.space.min()
     min_subnet = {"arch_id": arch_id(smallest), "macs": run.space.macs(smallest), **_accuracies(run, smallest, top5=False)}
     cheaper = cheaper_subnets(run.space.macs(arch), min_subnet, measured_by_search(folder))
@@ -259,6 +278,10 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
         record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
                              preprocessing, export_format=export_format, model=model)
+    if finetuned:       # the fine-tune is stored now: its partial state is no longer needed
+        from nas.engine.export.finetune import remove_partial
+
+        remove_partial(Path(partial))
     write_shipped(folder, out_dir, record)
     return ExportResult(record["arch_id"], record["macs"], record["flops"], record["params"], record["val_top1"],
                         record["test_top1"], out_dir, record)
