@@ -29,6 +29,7 @@ from torch import nn
 
 from nas.core.arch import arch_id, write_arch_file
 from nas.core.errors import NasError, PathError
+from nas.core.locks import folder_lock
 from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
 from nas.core.preprocessing import preprocessing_metadata
 from nas.engine.counting import parameter_count
@@ -37,6 +38,7 @@ from nas.engine.json_result import JsonResult
 from nas.core.config import FinetuneConfig
 from nas.engine.export.shipped import below_cheaper, cheaper_subnets, measured_by_search, search_folder, write_shipped
 from nas.engine.export.shipped_record import foreign_export, other_weights, search_source
+from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run import Run, resolve_arch
 from search_spaces.base import Supernet
 
@@ -160,6 +162,18 @@ def program_difference(static: nn.Module, program: torch.export.ExportedProgram,
         return (program.module()(example) - static(example)).abs().max().item()
 
 
+def ignores_input(model: nn.Module, example: torch.Tensor, name: str) -> str | None:
+    """The warning of a model (eval mode) whose output is the same for every image of `example`
+    (distinct random images): a dead network, e.g. a cell whose every path from input to output
+    passes through `none`; None when its output depends on its input."""
+    with torch.no_grad():
+        out = model(example)
+    if len(out) < 2 or (out - out[0]).abs().max().item() != 0:
+        return None
+    return (f"{name} ignores its input: its output is the same for every image (a dead network, e.g. a cell whose "
+            f"every path from input to output passes through none), so it predicts one class for all; ship another arch")
+
+
 def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path,
                 metrics: Mapping[str, Any] | None = None, preprocessing: Mapping[str, Any] | None = None,
                 tolerance: float = 1e-5, export_format: str = "pt2", model: nn.Module | None = None) -> dict:
@@ -194,7 +208,8 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
     macs = space.macs(arch)
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
               "max_abs_difference": difference, "checked_on": str(device),
-              "checked_against": "supernet" if model is None else "finetuned model", **dict(metrics or {})}
+              "checked_against": "supernet" if model is None else "finetuned model", **dict(metrics or {}),
+              "ignores_input": ignores_input(static, example, arch_id(arch))}
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)
     program = io.BytesIO()      # serialised in memory: a full disk then raises an OSError naming the file
@@ -248,13 +263,33 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     `export.finetune`), compare with the cheaper subnets, and export `arch` to `out` (default
     `runs/NAME/export/<arch_id>`); `export_format="onnx"` also writes `model.onnx` (the `onnx`
     extra). An arch file from a search folder of this run also gets that folder's `shipped.json`;
-    `record["search"]` says whether it did, and why not (another run's search)."""
+    `record["search"]` says whether it did, and why not (another run's search). A second export
+    into the same folder while one runs fails at once (`RunError`); SIGTERM stops an export with
+    `Interrupted`, saying that a rerun resumes."""
     check_format(export_format)     # a missing package fails before the evaluations
-    settings = run.config.export.finetune if finetune is None else finetune
     folder = search_folder(arch if isinstance(arch, (str, Path)) else None)
     arch = resolve_arch(run.space, arch)
-    out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
+    out_dir = Path(os.path.abspath(out if out is not None else run.dir.export(arch_id(arch))))
     check_export_dir(out_dir, "out" if out is not None else "RUN", run.space.params(arch))
+    with stopped_by_sigterm(), folder_lock(export_lock(out_dir), f"export folder {out_dir}"):
+        return _export_subnet(run, arch, folder, out_dir, export_format, finetune, progress)
+
+
+def export_lock(out_dir: str | Path) -> Path:
+    """The folder whose lock an export into `out_dir` holds (beside it: the export folder itself is
+    replaced), so that two exports into one folder never both say they exported."""
+    out_dir = Path(os.path.abspath(out_dir))
+    return out_dir.with_name(f".{out_dir.name}.exporting")
+
+
+def _export_subnet(run: Run, arch: dict[str, Any], folder: Path | None, out_dir: Path, export_format: str,
+                   finetune: FinetuneConfig | None, progress: bool) -> ExportResult:
+    settings = run.config.export.finetune if finetune is None else finetune
+    if settings.enabled:        # a length past the ceiling fails before the evaluations
+        from nas.engine.export.finetune import finetune_steps, run_length
+
+        finetune_steps(settings.length, *run_length(run), what="export.finetune.length" if finetune is None
+                       else "finetune")
     inherited = _accuracies(run, arch)
     shipped, model, finetuned = inherited, None, None
     if settings.enabled:

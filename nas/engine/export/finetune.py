@@ -46,9 +46,15 @@ from nas.engine.fidelity.variant import choose_variant
 from nas.engine.run import Run
 
 
+# The longest fine-tune, in trainings of the run: a length past it is a typo (a 7-step run asked
+# for 1,000,000,000 steps), not a recipe; a standalone training from scratch is shorter.
+MAX_RUN_TRAININGS = 10
+
+
 def finetune_steps(length: int | str, run_steps: int, epoch_steps: int, what: str = "export.finetune.length") -> int:
-    """Optimiser steps of a fine-tune `length`: `N` steps, `Ne` epochs of `epoch_steps`, or `P%`
-    of the run's `run_steps` (rounded, at least 1 unless the length is 0)."""
+    """Optimiser steps of a fine-tune `length`: `N` steps (also `1e4`), `Ne` epochs of
+    `epoch_steps`, or `P%` of the run's `run_steps` (rounded, at least 1 unless the length is 0);
+    more than `MAX_RUN_TRAININGS` times `run_steps` is an error naming `what`."""
     problem = finetune_length_problem(length)
     if problem:
         raise ConfigError(f"{what}: {problem}")
@@ -58,8 +64,13 @@ def finetune_steps(length: int | str, run_steps: int, epoch_steps: int, what: st
     elif text.endswith("e"):
         value = float(text[:-1]) * epoch_steps
     else:
-        return int(text)
-    return 0 if value == 0 else max(1, round(value))
+        value = float(text)
+    steps = 0 if value == 0 else max(1, round(value))
+    if steps > MAX_RUN_TRAININGS * run_steps:
+        raise ConfigError(f"{what}: {length} is {steps:,} steps, more than {MAX_RUN_TRAININGS} times the run's "
+                          f"{run_steps:,} training steps ({MAX_RUN_TRAININGS * run_steps:,}); give a shorter length "
+                          f"(e.g. 25% of the run)")
+    return steps
 
 
 def run_length(run: Run) -> tuple[int, int]:
@@ -93,7 +104,7 @@ class Finetuned:
 # What the partial state holds per parameter, in float32 values: the weights and up to two
 # optimiser buffers (Adam's moments; SGD's momentum is one).
 PARTIAL_COPIES = 3
-LR_PARAM = "export.finetune.lr (nas export --finetune-lr)"
+LR_PARAM = "export.finetune.lr ({finetune_lr})"     # what a diverging fine-tune advises lowering
 
 
 def partial_key(run: Run, arch: Mapping[str, Any], steps: int, settings: FinetuneConfig,

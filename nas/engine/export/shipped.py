@@ -98,8 +98,7 @@ def format_shipped(shipped: Mapping[str, Any]) -> list[str]:
                      f"({format_amount(other.get('macs', 0))} MACs): val {pct(other.get('val_top1'))}{test}")
     if shipped.get("other_weights"):
         lines.append(f"note: {shipped['other_weights']}")
-    if shipped.get("warning"):
-        lines.append(f"warning: {shipped['warning']}")
+    lines += [f"warning: {shipped[key]}" for key in ("ignores_input", "warning") if shipped.get(key)]
     return lines
 
 

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from nas.core.errors import SearchError, clip
 from nas.core.schema import number_in
+from nas.core.wording import command
 
 SHIPPED = "shipped.json"
 METRICS = "metrics.json"
@@ -80,6 +81,7 @@ def record_problem(record: Any, pointer: bool = False) -> str | None:
                 "finetune": (_finetune_ok, "null or a fine-tune (steps >= 1, fraction_of_run >= 0)"),
                 "cheaper": (_cheaper_ok, "a list of subnets (arch_id, source, macs, val_top1 in [0, 1])"),
                 "warning": (lambda v: isinstance(v, str), "a line"),
+                "ignores_input": (lambda v: isinstance(v, str), "a line"),
                 "step": (lambda v: number_in(v, 0, integer=True), "a step >= 0"),
                 "macs": (lambda v: number_in(v, 0, integer=True), "a count >= 0"),
                 "params": (lambda v: number_in(v, 0, integer=True), "a count >= 0"),
@@ -111,7 +113,7 @@ def _cheaper_ok(value: Any) -> bool:
 
 def _read(path: Path, folder: Path, pointer: bool) -> dict[str, Any]:
     """A checked record; `SearchError` naming the file when it cannot be read or trusted."""
-    again = f"export the search's answer again (nas export RUN --arch {folder / 'best.yaml'})"
+    again = f"export the search's answer again ({command('export', 'RUN', arch=folder / 'best.yaml')})"
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError) as e:

@@ -92,7 +92,7 @@ def test_a_diverging_finetune_names_the_finetune_rate_not_the_runs(run, capsys):
                      "--device", "cpu"]) == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]   # beside the progress bar
     assert len(errors) == 1 and "non-finite loss" in errors[0], errors
-    assert "lower export.finetune.lr (nas export --finetune-lr)" in errors[0], errors
+    assert "lower export.finetune.lr (--finetune-lr)" in errors[0], errors
     assert "train.optimizer.lr" not in errors[0] and "grad_clip" not in errors[0], errors    # the tiny run clips
 
 
