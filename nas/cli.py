@@ -272,7 +272,7 @@ def _finetune_flag(ships: str | None, config_finetunes: bool) -> str:
     if ships == "inherited" and config_finetunes:
         return " --finetune 0"
     if ships == "finetuned" and not config_finetunes:
-        return " --finetune LENGTH (N steps, Ne epochs or P% of the run's training)"
+        return " --finetune LENGTH"
     return ""
 
 

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from nas.core.errors import SearchError, clip
 from nas.core.schema import number_in
 from nas.core.wording import command
+from nas.engine.untrained import UNTRAINED
 
 SHIPPED = "shipped.json"
 METRICS = "metrics.json"
@@ -45,8 +46,10 @@ def search_source(folder: str | Path) -> dict[str, Any]:
 
 def foreign_export(source: Mapping[str, Any], run: Any, fingerprint: Any) -> str | None:
     """Why an export of the run folder `run` (its space's `fingerprint`) is not an export of the
-    search's answer (`source`: `search_source`), or None when it is (or nothing says otherwise)."""
-    if source.get("run") is not None and run is not None and Path(str(source["run"])).resolve() != \
+    search's answer (`source`: `search_source`), or None when it is (or nothing says otherwise).
+    A search of an untrained config measured no run: any run of its space exports its answer."""
+    trained = source.get("checkpoint") != UNTRAINED
+    if trained and source.get("run") is not None and run is not None and Path(str(source["run"])).resolve() != \
             Path(str(run)).resolve():
         return f"the search measured the run {source['run']}, the export is of the run {run}"
     if source.get("space_fingerprint") is not None and fingerprint is not None \
@@ -58,7 +61,7 @@ def foreign_export(source: Mapping[str, Any], run: Any, fingerprint: Any) -> str
 
 def other_weights(source: Mapping[str, Any], step: Any, checkpoint: Any) -> str | None:
     """The note of an export from another checkpoint step of the run than the search measured, or None."""
-    if source.get("step") is None or step is None or step == source["step"]:
+    if source.get("step") is None or step is None or step == source["step"] or source.get("checkpoint") == UNTRAINED:
         return None
     searched = f"step {source['step']}" + (f" ({source['checkpoint']})" if source.get("checkpoint") else "")
     return (f"exported from step {step}{f' ({checkpoint})' if checkpoint else ''} of the run, the search measured "

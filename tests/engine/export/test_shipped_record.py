@@ -32,12 +32,14 @@ def summary_lines(capsys, search_dir: Path) -> str:
     return capsys.readouterr().out
 
 
-def hand_made_search(folder: Path, arch: str = "a1", step: int = 8, run: str = "/runs/tiny") -> Path:
+def hand_made_search(folder: Path, arch: str = "a1", step: int = 8, run: str = "/runs/tiny",
+                     checkpoint: str = "last.pt") -> Path:
     """A finished search folder's summary.json and search.json, written as a search writes them."""
     folder.mkdir(parents=True)
+    source = {"run": run, "checkpoint": checkpoint, "step": step}
     (folder / "summary.json").write_text(json.dumps({"arch_id": arch, "macs": 10, "params": 5, "dir": str(folder),
-                                                     "source": {"run": run, "checkpoint": "last.pt", "step": step}}))
-    (folder / "search.json").write_text(json.dumps({"settings": {"space_fingerprint": "f0", "checkpoint": "last.pt",
+                                                     "source": source}))
+    (folder / "search.json").write_text(json.dumps({"settings": {"space_fingerprint": "f0", "checkpoint": checkpoint,
                                                                  "step": step}}))
     return folder
 
@@ -89,6 +91,14 @@ def test_summary_ignores_a_shipped_record_of_another_run(tmp_path, capsys):
     out = summary_lines(capsys, search_dir)
     assert "shipped:" not in out and "14.09" not in out, out
     assert "not exported now: shipped.json records an export of another run" in out and "/runs/other" in out, out
+
+
+def test_a_search_of_an_untrained_config_is_shipped_by_any_run_of_its_space(tmp_path, capsys):
+    """Such a search measured no run (its source is its own folder at step 0): no run to differ from."""
+    search_dir = hand_made_search(tmp_path / "search", step=0, run=str(tmp_path / "search"), checkpoint="untrained")
+    (search_dir / SHIPPED).write_text(json.dumps(hand_made_export(tmp_path / "export", run="/runs/tiny", step=8)))
+    out = summary_lines(capsys, search_dir)
+    assert f"shipped: a1 in {tmp_path / 'export'}" in out and "note:" not in out, out
 
 
 @pytest.mark.slow
