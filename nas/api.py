@@ -46,7 +46,8 @@ __all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FidelityResult", "Ge
            "format_fidelity_summary", "format_search_summary", "format_shipped", "format_space_summary", "generate",
            "ground_truth", "latency_fit", "latency_table", "load_config", "load_run", "load_source", "load_splits",
            "load_weights", "names_a_run", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",
-           "run_space_summary", "search", "search_summary", "shipped_status", "space_summary", "standalone_model", "train",
+           "run_space_summary", "search", "search_summary", "shipped_status", "space_summary", "standalone_model",
+           "train",
            "train_summary", "untrained_run"]
 
 

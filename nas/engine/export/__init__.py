@@ -171,7 +171,8 @@ def ignores_input(model: nn.Module, example: torch.Tensor, name: str) -> str | N
     if len(out) < 2 or (out - out[0]).abs().max().item() != 0:
         return None
     return (f"{name} ignores its input: its output is the same for every image (a dead network, e.g. a cell whose "
-            f"every path from input to output passes through none), so it predicts one class for all; ship another arch")
+            "every path from input to output passes through none), so it predicts one class for all; ship another "
+            "arch")
 
 
 def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path,

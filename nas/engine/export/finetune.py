@@ -149,9 +149,10 @@ def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig,
     then recalibrate BN and measure val and test top-1 (see the module docstring).
 
     The partial state (`partial_path`, beside it its key as JSON) is checked for room before any
-    work (`RUN`; with room for `beside_bytes` more, what the caller writes there while it is kept), and deleted at the end unless `keep_partial` (the caller then deletes it with
-    `remove_partial` once its result is stored: `record["partial"]`). Partial states of the arch
-    with other settings, kernels or threads are kept and said on stderr.
+    work (`RUN`; with room for `beside_bytes` more, what the caller writes there meanwhile), and
+    deleted at the end unless `keep_partial` (the caller then deletes it with `remove_partial`
+    once its result is stored: `record["partial"]`). Partial states of the arch with other
+    settings, kernels or threads are kept and said on stderr.
     """
     arch = run.space.canonical(arch)
     run_steps, epoch_steps = run_length(run)
