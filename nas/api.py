@@ -13,7 +13,7 @@ from nas.core.config import load_config
 from nas.engine.evaluator import SPLITS, EvalResult
 from nas.engine.export import FORMATS as EXPORT_FORMATS
 from nas.engine.export import ExportResult, export_subnet
-from nas.engine.export.shipped import format_shipped, read_shipped
+from nas.engine.export.shipped import format_shipped, read_shipped, shipped_status
 from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
 from nas.engine.fidelity.stage import fidelity, ground_truth
@@ -47,7 +47,8 @@ __all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FidelityResult", "Ge
            "format_fidelity_summary", "format_search_summary", "format_shipped", "format_space_summary", "generate",
            "ground_truth", "latency_fit", "latency_table", "load_config", "load_run", "load_source", "load_splits",
            "load_weights", "names_a_run", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",
-           "run_space_summary", "search", "search_summary", "space_summary", "standalone_model", "train",
+           "run_space_summary", "search", "search_summary", "shipped_status", "space_summary", "standalone_model",
+           "train",
            "train_summary", "untrained_run"]
 
 

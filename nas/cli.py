@@ -165,7 +165,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from nas import api
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
-    record = api.export_subnet(run, args.arch, args.out, args.format, finetune=_finetune_settings(args, run))
+    settings = _finetune_settings(args, run)
+    if args.distill and run.space.canonical(api.resolve_arch(run.space, args.arch)) == \
+            run.space.canonical(run.space.max()):
+        print("warning: --distill: the max subnet is its own teacher (half of the loss pulls it towards its own "
+              "starting predictions); leave --distill out to fine-tune it on the labels alone", file=sys.stderr)
+    record = api.export_subnet(run, args.arch, args.out, args.format, finetune=settings)
     if args.json:
         _print_json(record.to_json())
     else:
@@ -175,16 +180,22 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"exported {_named(run.space, record.arch_id, api.resolve_arch(run.space, args.arch))} to {record.dir}: "
               f"val top-1 {record.val_top1:.4f}, test top-1 {record.test_top1:.4f}{how}, MACs {format_amount(record.macs)}, "
               f"params {format_amount(record.params)}")
-    if record.warning:
-        print(f"warning: {record.warning}", file=sys.stderr)
+    if (record.record.get("search") or {}).get("note"):
+        print(f"note: {record.record['search']['note']}", file=sys.stderr)
+    for warning in (record.record.get("ignores_input"), record.warning):
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
 def _finetune_settings(args: argparse.Namespace, run: Any) -> Any:
-    """The run's `export.finetune` with the command line's `--finetune*` options applied."""
+    """The run's `export.finetune` with the command line's `--finetune*` options applied (None
+    without any: the run's own, which errors then name as such)."""
     import dataclasses
 
     from nas.core.config import finetune_length_problem
+    if args.finetune is None and args.finetune_lr is None and args.distill is None:
+        return None
     settings = run.config.export.finetune
     if args.finetune is not None:
         problem = finetune_length_problem(args.finetune)
@@ -197,6 +208,13 @@ def _finetune_settings(args: argparse.Namespace, run: Any) -> Any:
         settings = dataclasses.replace(settings, lr=args.finetune_lr)
     if args.distill is not None:
         settings = dataclasses.replace(settings, distill=args.distill)
+    if not settings.enabled:
+        given = [flag for flag, value in (("--finetune-lr", args.finetune_lr), ("--distill", args.distill or None))
+                 if value is not None]
+        if given:
+            zero = "--finetune 0" if args.finetune is not None else "the run's export.finetune.length 0"
+            raise ConfigError(f"{given[0]}: applies to a fine-tune, and {zero} ships the inherited weights; give "
+                              f"--finetune LENGTH to fine-tune, or leave {' and '.join(given)} out")
     return settings
 
 
@@ -244,20 +262,32 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(next(line for line in api.format_search_summary(api.search_summary(result.dir)).splitlines()
                        if line.startswith("then finalists")))
         if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
-            print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
+            print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}"
+                  + _finetune_flag(args.ships, run.config.export.finetune.enabled))
     return 0
+
+
+def _finetune_flag(ships: str | None, config_finetunes: bool) -> str:
+    """What the printed export command adds so that it ships what `--ships` said the search optimised."""
+    if ships == "inherited" and config_finetunes:
+        return " --finetune 0"
+    if ships == "finetuned" and not config_finetunes:
+        return " --finetune LENGTH"
+    return ""
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from nas import api
     summary = api.search_summary(args.search_dir)
-    shipped = api.read_shipped(args.search_dir, summary["arch_id"])
+    shipped, stale = api.shipped_status(args.search_dir, summary["arch_id"])
     if args.json:
-        _print_json({**{key: value for key, value in summary.items() if key != "trials"}, "shipped": shipped})
+        _print_json({**{key: value for key, value in summary.items() if key != "trials"}, "shipped": shipped,
+                     "shipped_stale": stale})
     else:
         print(api.format_search_summary(summary))
+        export = f"nas export RUN --arch {Path(args.search_dir) / 'best.yaml'}"
         print("\n".join(api.format_shipped(shipped)) if shipped else
-              f"not exported yet: nas export RUN --arch {Path(args.search_dir) / 'best.yaml'}")
+              f"not exported now: {stale}; export it: {export}" if stale else f"not exported yet: {export}")
     return 0
 
 

@@ -254,16 +254,17 @@ class EvalConfig:
             raise ConfigError(problems)
 
 
-_FINETUNE_LENGTH = re.compile(r"^(?:(\d+)|(\d*\.?\d+)e|(\d*\.?\d+)%)$")
+_FINETUNE_LENGTH = re.compile(r"^(?:(\d+)|(\d*\.?\d+)e|(\d*\.?\d+)%|(\d*\.?\d+e\d+))$")
 
 
 def finetune_length_problem(length: Any) -> str | None:
-    """Why `length` is not a fine-tune length (`0`, `N` steps, `Ne` epochs, `P%` of the run's
-    training steps), or None."""
+    """Why `length` is not a fine-tune length (`0`, `N` steps, also as `1e4`, `Ne` epochs, `P%` of
+    the run's training steps), or None."""
     if isinstance(length, bool) or not isinstance(length, (int, str)):
         return f"expected N steps, Ne epochs or P% of the run's steps (0: off), got {clip(length)}"
     text = str(length).strip()
-    if isinstance(length, int) and length < 0 or not _FINETUNE_LENGTH.match(text):
+    match = _FINETUNE_LENGTH.match(text)
+    if isinstance(length, int) and length < 0 or not match or match.group(4) and not float(text).is_integer():
         return f"cannot read {length!r}; use N steps (e.g. 400), Ne epochs (e.g. 1e) or P% of the run's steps (e.g. 20%), 0 for none"
     return None
 

@@ -150,3 +150,10 @@ def to_plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): to_plain(v) for k, v in value.items()}
     return value
+
+
+def number_in(value: Any, low: float, high: float = math.inf, integer: bool = False) -> bool:
+    """Whether `value` is a finite number (not a bool) in [`low`, `high`], a whole one if `integer`:
+    the check of a number read back from a record that a user may have edited."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and low <= value <= high and (not integer or float(value).is_integer()))

@@ -117,3 +117,21 @@ def torchrun(script: str, *args: str, cwd: Path, nproc: int = 2) -> None:
                str(ROOT / "tests" / "support" / script), *args]
     done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def kill_standalone_at(monkeypatch, call: int) -> list[int]:
+    """Make the standalone trainings' `train_step` raise KeyboardInterrupt at its `call`-th call
+    (counted from 1), as a killed process stops there; returns the list its calls are counted in."""
+    from nas.engine.fidelity import standalone
+
+    calls: list[int] = []
+    real_step = standalone.train_step
+
+    def killed(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(standalone, "train_step", killed)
+    return calls

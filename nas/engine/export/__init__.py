@@ -29,6 +29,7 @@ from torch import nn
 
 from nas.core.arch import arch_id, write_arch_file
 from nas.core.errors import NasError, PathError
+from nas.core.locks import folder_lock
 from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
 from nas.core.preprocessing import preprocessing_metadata
 from nas.engine.counting import parameter_count
@@ -36,6 +37,8 @@ from nas.engine.devices import exact_float32, module_device
 from nas.engine.json_result import JsonResult
 from nas.core.config import FinetuneConfig
 from nas.engine.export.shipped import below_cheaper, cheaper_subnets, measured_by_search, search_folder, write_shipped
+from nas.engine.export.shipped_record import foreign_export, other_weights, search_source
+from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run import Run, resolve_arch
 from search_spaces.base import Supernet
 
@@ -55,8 +58,25 @@ def check_export_dir(out_dir: str | Path, flag: str, params: int = 0) -> Path:
             shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
             raise PathError(f"{flag}: {out_dir} holds files that are not an export ({shown}); choose a new or "
                             f"empty folder")
-    check_writable(out_dir.parent, flag, need_bytes=2 * 4 * params * 2)
+    check_writable(out_dir.parent, flag, need_bytes=export_bytes(params))
     return out_dir
+
+
+def export_bytes(params: int) -> int:
+    """Room an export of `params` parameters asks for: its float32 weights, twice (weights and
+    program), with the old export beside the new while it is replaced."""
+    return 2 * 4 * params * 2
+
+
+def same_file_system(a: Path, b: Path) -> bool:
+    """Whether the folders `a` and `b` (or their nearest existing parents) lie on one file system."""
+    def device(path: Path) -> int:
+        path = Path(os.path.abspath(path))
+        while not path.exists() and path.parent != path:
+            path = path.parent
+        return path.stat().st_dev
+
+    return device(a) == device(b)
 
 
 # Off the CPU the supernet and the export run different kernels (sliced vs contiguous weights),
@@ -142,6 +162,19 @@ def program_difference(static: nn.Module, program: torch.export.ExportedProgram,
         return (program.module()(example) - static(example)).abs().max().item()
 
 
+def ignores_input(model: nn.Module, example: torch.Tensor, name: str) -> str | None:
+    """The warning of a model (eval mode) whose output is the same for every image of `example`
+    (distinct random images): a dead network, e.g. a cell whose every path from input to output
+    passes through `none`; None when its output depends on its input."""
+    with torch.no_grad():
+        out = model(example)
+    if len(out) < 2 or (out - out[0]).abs().max().item() != 0:
+        return None
+    return (f"{name} ignores its input: its output is the same for every image (a dead network, e.g. a cell whose "
+            "every path from input to output passes through none), so it predicts one class for all; ship another "
+            "arch")
+
+
 def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path,
                 metrics: Mapping[str, Any] | None = None, preprocessing: Mapping[str, Any] | None = None,
                 tolerance: float = 1e-5, export_format: str = "pt2", model: nn.Module | None = None) -> dict:
@@ -176,7 +209,8 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
     macs = space.macs(arch)
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
               "max_abs_difference": difference, "checked_on": str(device),
-              "checked_against": "supernet" if model is None else "finetuned model", **dict(metrics or {})}
+              "checked_against": "supernet" if model is None else "finetuned model", **dict(metrics or {}),
+              "ignores_input": ignores_input(static, example, arch_id(arch))}
     if preprocessing is not None:
         record["preprocessing"] = dict(preprocessing)
     program = io.BytesIO()      # serialised in memory: a full disk then raises an OSError naming the file
@@ -229,36 +263,78 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     """Recalibrate BN, evaluate, fine-tune (as `finetune` says, default the run's
     `export.finetune`), compare with the cheaper subnets, and export `arch` to `out` (default
     `runs/NAME/export/<arch_id>`); `export_format="onnx"` also writes `model.onnx` (the `onnx`
-    extra). An arch file from a search folder also gets that folder's `shipped.json`."""
+    extra). An arch file from a search folder of this run also gets that folder's `shipped.json`;
+    `record["search"]` says whether it did, and why not (another run's search). A second export
+    into the same folder while one runs fails at once (`RunError`); SIGTERM stops an export with
+    `Interrupted`, saying that a rerun resumes."""
     check_format(export_format)     # a missing package fails before the evaluations
-    settings = run.config.export.finetune if finetune is None else finetune
     folder = search_folder(arch if isinstance(arch, (str, Path)) else None)
     arch = resolve_arch(run.space, arch)
-    out_dir = Path(out) if out is not None else run.dir.export(arch_id(arch))
+    out_dir = Path(os.path.abspath(out if out is not None else run.dir.export(arch_id(arch))))
     check_export_dir(out_dir, "out" if out is not None else "RUN", run.space.params(arch))
+    with stopped_by_sigterm(), folder_lock(export_lock(out_dir), f"export folder {out_dir}"):
+        return _export_subnet(run, arch, folder, out_dir, export_format, finetune, progress)
+
+
+def export_lock(out_dir: str | Path) -> Path:
+    """The folder whose lock an export into `out_dir` holds (beside it: the export folder itself is
+    replaced), so that two exports into one folder never both say they exported."""
+    out_dir = Path(os.path.abspath(out_dir))
+    return out_dir.with_name(f".{out_dir.name}.exporting")
+
+
+def _export_subnet(run: Run, arch: dict[str, Any], folder: Path | None, out_dir: Path, export_format: str,
+                   finetune: FinetuneConfig | None, progress: bool) -> ExportResult:
+    settings = run.config.export.finetune if finetune is None else finetune
+    if settings.enabled:        # a length past the ceiling fails before the evaluations
+        from nas.engine.export.finetune import finetune_steps, run_length
+
+        finetune_steps(settings.length, *run_length(run), what="export.finetune.length" if finetune is None
+                       else "finetune")
     inherited = _accuracies(run, arch)
     shipped, model, finetuned = inherited, None, None
     if settings.enabled:
         from nas.engine.export.finetune import finetune_subnet   # the trainer loads timm: only when it trains
 
-        tuned = finetune_subnet(run, arch, settings, progress=progress)
+        beside = export_bytes(run.space.params(arch)) if same_file_system(out_dir, run.dir.root) else 0
+        tuned = finetune_subnet(run, arch, settings, progress=progress, keep_partial=True, beside_bytes=beside)
         shipped = {"val_top1": tuned.val_top1, "test_top1": tuned.test_top1, "val_top5": tuned.val_top5,
                    "test_top5": tuned.test_top5}
-        model, finetuned = tuned.model, tuned.record
+        model, finetuned = tuned.model, dict(tuned.record)
+        partial = finetuned.pop("partial")
     smallest = run.space.min()
     min_subnet = {"arch_id": arch_id(smallest), "macs": run.space.macs(smallest), **_accuracies(run, smallest, top5=False)}
     cheaper = cheaper_subnets(run.space.macs(arch), min_subnet, measured_by_search(folder))
     warning = below_cheaper(arch_id(arch), run.space.macs(arch), shipped["val_top1"], cheaper)
     metrics = {**shipped, "shipped": "finetuned" if finetuned else "inherited", "inherited": inherited,
                "finetune": finetuned, "cheaper": cheaper, "warning": warning, "step": run.step,
-               "run": str(run.dir.root)}
+               "checkpoint": run.checkpoint.name, "run": str(run.dir.root.resolve()),
+               "space_fingerprint": run.space.fingerprint(), "search": _search_record(folder, run)}
     preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std)
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
         record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
                              preprocessing, export_format=export_format, model=model)
+    if finetuned:       # the fine-tune is stored now: its partial state is no longer needed
+        from nas.engine.export.finetune import remove_partial
+
+        remove_partial(Path(partial))
     write_shipped(folder, out_dir, record)
     return ExportResult(record["arch_id"], record["macs"], record["flops"], record["params"], record["val_top1"],
                         record["test_top1"], out_dir, record)
+
+
+def _search_record(folder: Path | None, run: Run) -> dict[str, Any] | None:
+    """What an export from the search `folder`'s arch file says of that search: whether its
+    `shipped.json` records it (not for another run's search) and a note (why not, or other weights
+    than the search measured); None without a search folder."""
+    if folder is None:
+        return None
+    source = search_source(folder)
+    foreign = foreign_export(source, run.dir.root, run.space.fingerprint())
+    if foreign is not None:
+        return {"dir": str(folder), "recorded": False,
+                "note": f"not recorded as the shipped model of the search {folder}: {foreign}"}
+    return {"dir": str(folder), "recorded": True, "note": other_weights(source, run.step, run.checkpoint.name)}
 
 
 def _accuracies(run: Run, arch: Mapping[str, Any], top5: bool = True) -> dict[str, float]:

@@ -6,20 +6,20 @@ supernet, BN-recalibrated) and beside every cheaper arch the search measured wit
 subnet is said in one line naming that subnet: the user can ship the cheaper one instead.
 Validation decides (the test split only reports), as everywhere else in `nas`.
 
-When the arch came from a search folder, the export also writes `shipped.json` there (the export's
-folder and metrics), which `nas summary` shows.
+When the arch came from a search folder of the same run, the export also writes `shipped.json`
+there (the export's folder and metrics), which `nas summary` shows once checked against the
+export folder (`nas.engine.export.shipped_record`).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from nas.core.amounts import format_amount
 from nas.core.files import write_json
 from nas.core.jsonl import read_records
+from nas.engine.export.shipped_record import SHIPPED, read_shipped, search_source, shipped_status
 
-SHIPPED = "shipped.json"
 SEARCH_RECORDS = "results.jsonl"
 
 
@@ -70,19 +70,10 @@ def below_cheaper(shipped_id: str, shipped_macs: int, shipped_val: float,
 
 
 def write_shipped(folder: Path | None, export_dir: Path, record: Mapping[str, Any]) -> None:
-    """`shipped.json` in the search folder the arch came from (nothing without one)."""
-    if folder is not None:
-        write_json(folder / SHIPPED, {"export_dir": str(export_dir), **record})
-
-
-def read_shipped(folder: str | Path, chosen: str) -> dict[str, Any] | None:
-    """The search folder's `shipped.json` when it exported the search's answer `chosen`, else None."""
-    path = Path(folder) / SHIPPED
-    try:
-        shipped = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return shipped if isinstance(shipped, dict) and shipped.get("arch_id") == chosen else None
+    """`shipped.json` in the search folder the arch came from (nothing without one, nor for an
+    export that `record["search"]` says is not of the search's run)."""
+    if folder is not None and (record.get("search") or {}).get("recorded", True):
+        write_json(folder / SHIPPED, {"export_dir": str(Path(export_dir).absolute()), **record})
 
 
 def format_shipped(shipped: Mapping[str, Any]) -> list[str]:
@@ -105,10 +96,11 @@ def format_shipped(shipped: Mapping[str, Any]) -> list[str]:
         test = f", test {pct(other['test_top1'])}" if other.get("test_top1") is not None else ""
         lines.append(f"  beside the cheaper {other.get('source')} {other.get('arch_id')} "
                      f"({format_amount(other.get('macs', 0))} MACs): val {pct(other.get('val_top1'))}{test}")
-    if shipped.get("warning"):
-        lines.append(f"warning: {shipped['warning']}")
+    if shipped.get("other_weights"):
+        lines.append(f"note: {shipped['other_weights']}")
+    lines += [f"warning: {shipped[key]}" for key in ("ignores_input", "warning") if shipped.get(key)]
     return lines
 
 
 __all__ = ["SHIPPED", "below_cheaper", "cheaper_subnets", "format_shipped", "measured_by_search",
-           "read_shipped", "search_folder", "write_shipped"]
+           "read_shipped", "search_folder", "search_source", "shipped_status", "write_shipped"]

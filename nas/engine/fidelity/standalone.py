@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nas.core.config import GradClipConfig
 from nas.core.errors import CheckpointError, TrainingDiverged, clip_words
 from nas.core.preprocessing import resize
 from nas.core.rng import derive_seed
@@ -141,13 +142,14 @@ class Trained:
 def train_alone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int, *, resolution: int,
                 partial: Path | None = None, save_every_s: float | None = None, save_every_steps: int | None = None,
                 teacher: Callable[[torch.Tensor], torch.Tensor] | None = None, distill_weight: float = 0.5,
-                progress: str | None = None) -> Trained:
+                progress: str | None = None, lr_param: str = "train.optimizer.lr in the recipe") -> Trained:
     """The training loop of `train_standalone`, without the evaluation (see there).
 
     `teacher` (a function of the same inputs, e.g. a larger model in eval mode) adds in-place
     distillation: the loss is `(1 - distill_weight)` times the label loss plus `distill_weight`
     times the cross-entropy against the teacher's probabilities. `save_every_steps` also saves the
-    partial state every that many steps; `progress` names a progress bar on stderr (None: none).
+    partial state every that many steps; `progress` names a progress bar on stderr (None: none);
+    `lr_param` is what a diverging training advises lowering (the setting its rate came from).
     """
     cfg = recipe.train
     data = as_source(data, recipe.data)
@@ -170,8 +172,7 @@ def train_alone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource
             loss = train_step(forward, model, optimizer, recipe, images, labels,
                               None if teacher is None else _soft_targets(teacher, images), distill_weight)
             if not torch.isfinite(loss):
-                raise TrainingDiverged(f"standalone training: non-finite loss at step {step}; lower "
-                                       f"train.optimizer.lr in the recipe or enable train.grad_clip")
+                raise TrainingDiverged(diverged_message(step, lr_param, cfg.grad_clip))
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
@@ -185,6 +186,14 @@ def train_alone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource
         if bar is not None:
             bar.close()
     return Trained(total, start, round(spent + time.perf_counter() - started, 2), variant)
+
+
+def diverged_message(step: int, lr_param: str, grad_clip: GradClipConfig) -> str:
+    """What a non-finite loss at `step` says: lower the rate `lr_param` names, and enable
+    `train.grad_clip` only where it is off."""
+    clipped = grad_clip.value is not None or grad_clip.norm is not None
+    return (f"standalone training: non-finite loss at step {step}; lower {lr_param}"
+            + ("" if clipped else " or enable train.grad_clip"))
 
 
 def progress_bar(description: str | None, total: int, start: int) -> Any:

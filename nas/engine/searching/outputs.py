@@ -15,6 +15,7 @@ A loop that failed leaves the files of what it evaluated (`write_stopped`), no s
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -81,7 +82,8 @@ def answer(request: SearchRequest, ran: SearchRun, export: Callable[[Any], Any] 
     write_json(out / SUMMARY, {**result.to_json(), "searcher": request.searcher, "options": ran.options,
                                "seed": request.seed, "worker": request.worker, "trials": request.trials,
                                "target": ran.target, "budgets": ran.costs.budgets, "record": best,
-                               "notes": recorded})
+                               "notes": recorded,
+                               "source": None if request.source is None else asdict(request.source)})
     return result
 
 

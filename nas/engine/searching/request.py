@@ -18,6 +18,7 @@ from nas.core.arch import Arch, arch_id
 from nas.core.costs import BY_NAME
 from nas.core.errors import ConfigError, check_int
 from nas.core.files import check_writable
+from nas.core.wording import announce
 from nas.core.registry import SEARCHERS, SUPERNET_SCORE
 from nas.engine.run_dir import check_name
 from nas.engine.searching.costs import Constraints
@@ -147,9 +148,16 @@ def resolve_score(spec: str, run: Run, ships: str | None = None) -> tuple[ScoreC
 
     shipped = shipped_weights(run, ships)
     trained = run.checkpoint.name != UNTRAINED
+    if ships == "inherited" and not trained:
+        raise ConfigError("ships: inherited: a config has no trained weights to inherit; train it (nas train) and "
+                          "search the run, or leave ships out")
+    if ships is not None and spec != AUTO:
+        announce(f"warning: {{ships}} decides what score auto optimises; the search ranks by the score given ({spec}), "
+                 "which it leaves as it is")
     if spec == AUTO and shipped == "inherited" and trained:
+        because = "ships: inherited" if ships is not None else "export.finetune.length 0"
         return ScoreChoice(SUPERNET_SCORE, (
-            "score auto: supernet (the export ships the inherited weights, export.finetune.length 0: the answer is "
+            f"score auto: supernet (the export ships the inherited weights, {because}: the answer is "
             "chosen for its inherited accuracy, which the supernet measures exactly; with a fine-tune before the "
             "export, auto predicts the accuracy after training instead)"),
             "score auto: supernet (the export ships the inherited weights: it measures their accuracy)"

@@ -60,10 +60,9 @@ def _unfinished(folder: Path, summary_path: Path) -> str | None:
 
 
 def _number(value: Any, low: float, high: float = float("inf"), integer: bool = False) -> bool:
-    import math
+    from nas.core.schema import number_in
 
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and low <= value <= high and (not integer or float(value).is_integer()))
+    return number_in(value, low, high, integer)
 
 
 def _problem(summary: Mapping[str, Any]) -> str | None:

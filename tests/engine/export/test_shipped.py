@@ -15,6 +15,7 @@ from nas.engine.checkpoint import LAST, load_checkpoint, save_checkpoint
 from nas.engine.export import finetune as finetune_module
 from nas.engine.export.finetune import finetune_steps, finetune_subnet, partial_path
 from nas.engine.fidelity import standalone
+from tests.support.helpers import kill_standalone_at
 from tests.support.safety import copy_run, one_line_error
 from tests.support.tiny import tiny_config
 
@@ -131,16 +132,8 @@ def test_a_killed_finetune_resumes_without_repeating_saved_steps_and_gives_the_s
     run = api.load_run(runs / "tiny", device="cpu")
     arch, settings = run.space.max(), FinetuneConfig(length=6, lr=0.05)
     straight = finetune_subnet(run, arch, settings, progress=False, save_every_steps=2)
-    calls = []
     real_step = standalone.train_step
-
-    def killed_at_the_fifth(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 5:
-            raise KeyboardInterrupt
-        return real_step(*args, **kwargs)
-
-    monkeypatch.setattr(standalone, "train_step", killed_at_the_fifth)
+    calls = kill_standalone_at(monkeypatch, 5)
     with pytest.raises(KeyboardInterrupt):
         finetune_subnet(run, arch, settings, progress=False, save_every_steps=2)
     assert partial_path(run, arch, 6, settings).is_file()
