@@ -45,7 +45,7 @@ class SharedEvaluations:
 
     def __init__(self) -> None:
         self.known: dict[str, dict[str, Any]] = {}
-        self.evaluated = 0      # evaluations made by this process
+        self.reused = 0      # records told again by this process
 
     def add(self, records: list[dict[str, Any]], folder: str) -> None:
         """A finished member's records (`folder`: its folder's name)."""
@@ -55,10 +55,10 @@ class SharedEvaluations:
     def wrap(self, evaluate: Evaluate) -> Evaluate:
         def shared(arch: Arch) -> Mapping[str, Any]:
             earlier = self.known.get(arch_id(arch))
-            if earlier is not None:
-                return earlier
-            self.evaluated += 1
-            return evaluate(arch)
+            if earlier is None:
+                return evaluate(arch)
+            self.reused += 1
+            return earlier
         return shared
 
 
@@ -102,7 +102,7 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
     first = requests[0]
     folder = Path(out) if out is not None else run.dir.search(family_id(searcher, plan, seed, first.score))
     check_writable(folder, "out" if out is not None else "RUN")
-    requests = [_placed(request, folder, plan, k, study) for k, request in enumerate(requests)]
+    requests = [_placed(request, folder, plan, k, storage, study) for k, request in enumerate(requests)]
     for request in requests:
         check_search(run, request)
     record = _family_record(plan, first, trials)
@@ -122,18 +122,21 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
             results.append(result)
             write_family(folder, _with_members(record, plan, results))
     data = _with_members(record, plan, results)
-    return FamilyResult(folder, plan.cost, list(plan.budgets), list(plan.specs), results,
-                        data["evaluations"], shared.evaluated, data)
+    new = sum(result.new for result in results) - shared.reused      # spawned workers reuse nothing
+    return FamilyResult(folder, plan.cost, list(plan.budgets), list(plan.specs), results, data["evaluations"], new,
+                        data)
 
 
-def _placed(request: SearchRequest, folder: Path, plan: FamilyBudgets, k: int, study: str | None) -> SearchRequest:
-    """Member k's request in its folder (a shared study's journal file in it too)."""
+def _placed(request: SearchRequest, folder: Path, plan: FamilyBudgets, k: int, storage: str | None,
+            study: str | None) -> SearchRequest:
+    """Member k's request in its folder; with workers sharing a study and no `storage` or
+    `study` given, the study named after the member's folder and journaled in it."""
     out = folder / member_dir(k + 1, plan.cost, plan.budgets[k])
-    storage = request.storage
-    if storage is not None and storage.startswith("journal:///") and storage.endswith("/optuna.journal"):
-        storage = f"journal:///{(out / 'optuna.journal').resolve()}"      # the default: one per member
-    name = request.study if study is not None or request.study is None else out.name
-    return dataclasses.replace(request, out=out, storage=storage, study=name)
+    if request.storage is None:
+        return dataclasses.replace(request, out=out)
+    journal = f"journal:///{(out / 'optuna.journal').resolve()}"
+    return dataclasses.replace(request, out=out, storage=storage if storage is not None else journal,
+                               study=request.study if study is not None else out.name)
 
 
 def _first(anchors: tuple[Arch, ...], earlier: tuple[Arch, ...]) -> tuple[Arch, ...]:
