@@ -129,6 +129,7 @@ def _cli(capsys, trained, tmp_path, *flags: str) -> tuple[int, str]:
                                                          "--max-params holds a list too"),
     (["--members", "2", "--max-macs", "50%"], "--members: gives the MACs budgets"),
     (["--members", "0"], "--members: must be an integer >= 1, got 0"),
+    (["--max-latency-ms", "1.2,fast"], "--max-latency-ms: cannot read 'fast'"),
 ])
 def test_a_bad_budget_list_is_one_line_and_exit_2(trained, favours_max, tmp_path, capsys, flags, problem):
     code, err = _cli(capsys, trained, tmp_path, *flags)
