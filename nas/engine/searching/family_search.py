@@ -29,7 +29,7 @@ from nas.core.locks import folder_lock
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
 from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
-from nas.engine.searching.request import SearchRequest, build_request, search_id
+from nas.engine.searching.request import SearchRequest, build_request, resolve_score, search_id
 
 if TYPE_CHECKING:
     from nas.engine.run import Run
@@ -93,27 +93,28 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
 
     plan = family_budgets(run, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
                           members=members)
+    spec = resolve_score(score, run, ships)[0]
+    folder = Path(out) if out is not None else run.dir.search(family_id(searcher, plan, seed, spec))
+    check_writable(folder, "out" if out is not None else "RUN")
+    # with workers sharing a study and no `study` given, each member's study is named after its
+    # folder (and journaled in it unless `storage` is given), as a one-budget search's
     requests = [build_request(run, searcher, **plan.member(k), device=device, batch=batch, trials=trials, seed=seed,
                               storage=storage, study=None if study is None else f"{study}-m{k + 1}",
-                              out=Path("."), options=options, worker=0, workers=workers, progress=progress,
-                              score=score, finalists=finalists, finalist_steps=finalist_steps,
-                              latency_table=latency_table, predict_missing=predict_missing, ships=ships)
+                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k]), options=options, worker=0,
+                              workers=workers, progress=progress, score=score, finalists=finalists,
+                              finalist_steps=finalist_steps, latency_table=latency_table,
+                              predict_missing=predict_missing, ships=ships)
                 for k in range(len(plan.budgets))]
-    first = requests[0]
-    folder = Path(out) if out is not None else run.dir.search(family_id(searcher, plan, seed, first.score))
-    check_writable(folder, "out" if out is not None else "RUN")
-    requests = [_placed(request, folder, plan, k, storage, study) for k, request in enumerate(requests)]
     for request in requests:
         check_search(run, request)
-    record = _family_record(plan, first, trials)
+    record = _family_record(plan, requests[0], trials)
     shared = SharedEvaluations()
     results: list[SearchResult] = []
     with folder_lock(folder, "family search"):
         _check_resumed(folder, record)
         for k, request in enumerate(requests):
             earlier = tuple(r.best for r in results)
-            request = dataclasses.replace(request, first=_first(request.first, earlier),
-                                          window=_window(plan, k))
+            request = dataclasses.replace(request, first=_first(request.first, earlier), window=_window(plan, k))
             if progress:
                 print(f"family member {k + 1}/{len(requests)}: {BY_NAME[plan.cost].param} {plan.specs[k]}",
                       file=sys.stderr)
@@ -125,18 +126,6 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
     new = sum(result.new for result in results) - shared.reused      # spawned workers reuse nothing
     return FamilyResult(folder, plan.cost, list(plan.budgets), list(plan.specs), results, data["evaluations"], new,
                         data)
-
-
-def _placed(request: SearchRequest, folder: Path, plan: FamilyBudgets, k: int, storage: str | None,
-            study: str | None) -> SearchRequest:
-    """Member k's request in its folder; with workers sharing a study and no `storage` or
-    `study` given, the study named after the member's folder and journaled in it."""
-    out = folder / member_dir(k + 1, plan.cost, plan.budgets[k])
-    if request.storage is None:
-        return dataclasses.replace(request, out=out)
-    journal = f"journal:///{(out / 'optuna.journal').resolve()}"
-    return dataclasses.replace(request, out=out, storage=storage if storage is not None else journal,
-                               study=request.study if study is not None else out.name)
 
 
 def _first(anchors: tuple[Arch, ...], earlier: tuple[Arch, ...]) -> tuple[Arch, ...]:
@@ -180,7 +169,7 @@ def _check_resumed(folder: Path, record: dict[str, Any]) -> None:
     if not (folder / FAMILY).is_file():
         return
     stored = read_family(folder)
-    keys = ("cost", "budgets", "other_budgets", "searcher", "score", "seed", "trials", "source")
+    keys = ("cost", "budgets", "other_budgets", "searcher", "score", "seed", "source")     # more trials continue it
     diffs = [f"{key} {stored.get(key)} there, {record[key]} now" for key in keys if stored.get(key) != record[key]]
     if diffs:
         raise ConfigError(f"{folder}: a family searched with other settings ({'; '.join(diffs)})", param="out",
