@@ -17,7 +17,6 @@ results.jsonl as a one-budget search does; family.json lists the members found s
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -26,6 +25,7 @@ from nas.core.costs import BY_NAME
 from nas.core.errors import ConfigError
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
+from nas.core.wording import announce
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
 from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
@@ -116,8 +116,7 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
             earlier = tuple(r.best for r in results)
             request = dataclasses.replace(request, first=_first(request.first, earlier), window=_window(plan, k))
             if progress:
-                print(f"family member {k + 1}/{len(requests)}: {BY_NAME[plan.cost].param} {plan.specs[k]}",
-                      file=sys.stderr)
+                announce(f"family member {k + 1}/{len(requests)}: {{{BY_NAME[plan.cost].param}={plan.specs[k]}}}")
             result = search_request(run, request, shared.wrap)
             shared.add(result.trials, request.out.name)
             results.append(result)
