@@ -93,7 +93,7 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
 
     plan = family_budgets(run, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
                           members=members)
-    spec = resolve_score(score, run, ships)[0]
+    spec = resolve_score(score, run, ships)[0].name
     folder = Path(out) if out is not None else run.dir.search(family_id(searcher, plan, seed, spec))
     check_writable(folder, "out" if out is not None else "RUN")
     # with workers sharing a study and no `study` given, each member's study is named after its
