@@ -13,6 +13,7 @@ from nas.core.config import load_config
 from nas.engine.evaluator import SPLITS, EvalResult
 from nas.engine.export import FORMATS as EXPORT_FORMATS
 from nas.engine.export import ExportResult, export_subnet
+from nas.engine.export.family import FAMILY_EXPORT, FamilyExport, export_family
 from nas.engine.export.shipped import format_shipped, read_shipped
 from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
@@ -40,7 +41,7 @@ from nas.engine.training.stage import resume_config, run_name, train
 from nas.engine.training.summary import TrainSummary, train_summary
 from nas.engine.untrained import check_untrained_search, names_a_run, untrained_run
 
-__all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult", "GroundTruthResult",
+__all__ = ["EXPORT_FORMATS", "FAMILY_EXPORT", "FamilyExport", "export_family", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult", "GroundTruthResult",
            "Run", "SPLITS", "SearchResult", "TrainSummary", "arch_generator", "build_space", "build_strategy",
            "build_supernet", "check_untrained_search", "evaluate", "export_subnet", "fidelity",
            "format_fidelity_summary", "format_search_summary", "format_shipped", "format_space_summary", "generate",

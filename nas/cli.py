@@ -164,6 +164,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from nas import api
+    if args.family is not None:
+        return cmd_export_family(args)
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     record = api.export_subnet(run, args.arch, args.out, args.format, finetune=_finetune_settings(args, run))
     if args.json:
@@ -177,6 +179,23 @@ def cmd_export(args: argparse.Namespace) -> int:
               f"params {format_amount(record.params)}")
     if record.warning:
         print(f"warning: {record.warning}", file=sys.stderr)
+    return 0
+
+
+def cmd_export_family(args: argparse.Namespace) -> int:
+    from nas import api
+    if args.out is not None:
+        raise ConfigError("--out: a family's members are exported to runs/NAME/export/<arch_id>, as one export each; "
+                          "leave --out out with --family")
+    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+    result = api.export_family(run, args.family, _finetune_settings(args, run), args.format)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        for member in result.members:
+            print(f"member {member['index']}: {member['arch_id']} ({member['shipped']}) in {member['export_dir']}: "
+                  f"val top-1 {member['val_top1']:.4f}, test top-1 {member['test_top1']:.4f}")
+        print(f"family export written to {Path(args.family) / api.FAMILY_EXPORT}; see it with: nas summary {args.family}")
     return 0
 
 
@@ -370,8 +389,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", default="val", choices=SPLITS, help="split to score (default val)")
     evaluate.set_defaults(func=cmd_eval)
 
-    export = commands.add_parser("export", help="export a subnet as a standalone model")
-    _add_run_args(export)
+    export = commands.add_parser("export", help="export a subnet as a standalone model, or every member of a family")
+    _add_run_args(export, arch=False)
+    what = export.add_mutually_exclusive_group(required=True)
+    what.add_argument("--arch", help=_arch_help())
+    what.add_argument("--family", metavar="FAMILY_DIR",
+                      help="a family search folder: export every member (each as --arch MEMBER/best.yaml would, "
+                      "resumably member by member), then write FAMILY_DIR/family_export.json")
     export.add_argument("--out", help="output directory (default runs/NAME/export/<arch_id>)")
     export.add_argument("--format", default="pt2", choices=EXPORT_FORMATS,
                         help="pt2 (default): model.pt2 and weights; onnx: model.onnx too "

@@ -1,0 +1,207 @@
+"""Ship a whole family: every member of a family search exported as a one-budget export would be.
+
+A family folder (`nas.engine.searching.family`) holds one ordinary search folder per member;
+`export_family` exports each member's `best.yaml` through `export_subnet`, with the same
+fine-tune settings for every member, so a member's export is byte for byte the export of the
+same arch by `nas export RUN --arch MEMBER/best.yaml` (and it writes that member folder's
+`shipped.json` too). Then `family_export.json` in the family folder lists what was shipped.
+
+Everything is checked before any training: the folder is a family, the run is the one it was
+searched on (same space fingerprint; same checkpoint step when it was searched on trained
+weights), every member's arch file is there and every export folder can be written. The export
+resumes member by member: a member whose export folder already holds the same arch exported
+from the same run step with the same fine-tune settings is kept, not trained again; a member
+killed inside its fine-tune resumes that fine-tune (`nas.engine.export.finetune`).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from nas.core.arch import arch_id
+from nas.core.config import FinetuneConfig
+from nas.core.errors import NasError, SearchError
+from nas.core.files import write_json
+from nas.engine.export import check_export_dir, check_format, export_subnet
+from nas.engine.json_result import JsonResult
+from nas.engine.export.shipped import read_shipped, write_shipped
+from nas.engine.run import Run, resolve_arch
+
+FAMILY = "family.json"
+FAMILY_EXPORT = "family_export.json"
+SEARCH_SETTINGS = "search.json"
+
+
+@dataclass(frozen=True)
+class FamilyExport(JsonResult):
+    """What `export_family` shipped: one entry per member (index, arch_id, export_dir, shipped,
+    val_top1, test_top1, inherited, finetune, seconds, kept), the run, its step and the settings."""
+
+    folder: Path
+    run: str
+    step: int
+    finetune: dict[str, Any]
+    members: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"members": self.members, "run": self.run, "step": self.step, "finetune": self.finetune,
+                "folder": str(self.folder)}
+
+
+def read_family_file(folder: str | Path) -> dict[str, Any]:
+    """family.json of `folder`, checked as far as the export reads it; `SearchError` naming the file
+    on damage."""
+    path = Path(folder) / FAMILY
+    try:
+        family = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SearchError(f"family: {folder} holds no {FAMILY} (not a family search folder)") from None
+    except (OSError, ValueError) as e:
+        raise SearchError(f"family: {path}: cannot read it ({str(e).splitlines()[0]})") from None
+    members = family.get("members") if isinstance(family, dict) else None
+    if (not isinstance(family, dict) or family.get("kind") != "family" or not isinstance(members, list) or not members
+            or not all(isinstance(m, dict) and isinstance(m.get("dir"), str) and isinstance(m.get("index"), int)
+                       and isinstance(m.get("arch_id"), str) for m in members)):
+        raise SearchError(f"family: {path} is damaged (not a family with members, each with index, dir and arch_id); "
+                          "run the family search again to write it anew")
+    return family
+
+
+def finetune_settings(settings: FinetuneConfig, run: Run) -> dict[str, Any]:
+    """The fine-tune every member gets, as recorded: length, optimiser steps, peak lr, distill, seed."""
+    from nas.engine.export.finetune import finetune_steps, run_length
+
+    run_steps, epoch_steps = run_length(run)
+    steps = finetune_steps(settings.length, run_steps, epoch_steps) if settings.enabled else 0
+    lr = run.config.train.optimizer.lr if settings.lr is None else settings.lr
+    return {"length": str(settings.length), "steps": steps, "lr": lr if steps else None,
+            "distill": settings.distill if steps else False, "seed": settings.seed}
+
+
+def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The metrics.json of `export_dir` when it is `member_id` exported from this run's step with
+    the `wanted` fine-tune (`finetune_settings`), else None."""
+    try:
+        record = json.loads((export_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("arch_id") != member_id or record.get("step") != run.step:
+        return None
+    if not isinstance(record.get("run"), str) or Path(record["run"]).resolve() != run.dir.root.resolve():
+        return None
+    tuned = record.get("finetune")
+    if not wanted["steps"]:
+        return record if tuned is None else None
+    same = isinstance(tuned, dict) and all(tuned.get(key) == wanted[key] for key in ("steps", "lr", "distill", "seed"))
+    return record if same else None
+
+
+def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_format: str
+                 ) -> list[tuple[Mapping[str, Any], Path, Path]]:
+    """Each member with its arch file and export folder, once everything is checked (module
+    docstring); raises `NasError` naming `family` (or the export folder) in one line."""
+    check_format(export_format)
+    source = family.get("source")
+    if isinstance(source, Mapping) and source.get("step") != run.step:
+        raise SearchError(f"family: {folder} was searched on {source.get('run')} at step {source.get('step')} "
+                          f"({source.get('checkpoint')}), this run holds step {run.step} ({run.checkpoint.name}); "
+                          "export it from that checkpoint, or search the family again on this one")
+    planned = []
+    for member in family["members"]:
+        member_dir = folder / member["dir"]
+        arch_file = member_dir / "best.yaml"
+        if not arch_file.is_file():
+            raise SearchError(f"family: member {member['index']}: {arch_file} is missing; run the family search "
+                              "again to finish it")
+        fingerprint = _fingerprint(member_dir)
+        if fingerprint is not None and fingerprint != run.space.fingerprint():
+            raise SearchError(f"family: member {member['index']} was searched in another space (fingerprint "
+                              f"{fingerprint}, this run's is {run.space.fingerprint()}); export it from the run it "
+                              "was searched on")
+        try:
+            arch = resolve_arch(run.space, str(arch_file))
+        except NasError as e:
+            raise SearchError(f"family: member {member['index']}: {arch_file}: {e.problem}") from None
+        out_dir = run.dir.export(arch_id(arch))
+        check_export_dir(out_dir, "RUN", run.space.params(arch))
+        planned.append((member, arch_file, out_dir))
+    return planned
+
+
+def _fingerprint(member_dir: Path) -> str | None:
+    try:
+        settings = json.loads((member_dir / SEARCH_SETTINGS).read_text())
+    except (OSError, ValueError):
+        return None
+    return settings.get("space_fingerprint") if isinstance(settings, dict) else None
+
+
+def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None = None, export_format: str = "pt2",
+                  progress: bool = True) -> FamilyExport:
+    """Export every member of the family search in `folder` from `run` (module docstring): each as
+    `export_subnet(run, MEMBER/best.yaml, finetune=finetune)` would (default fine-tune: the run's
+    `export.finetune`), members already exported with the same settings kept; then write
+    `folder/family_export.json`. A tqdm bar over the members on stderr when `progress`."""
+    from tqdm.auto import tqdm
+
+    folder = Path(folder)
+    family = read_family_file(folder)
+    settings = run.config.export.finetune if finetune is None else finetune
+    wanted = finetune_settings(settings, run)
+    planned = check_family(run, folder, family, export_format)
+    before = _previous_seconds(folder)
+    total = len(planned)
+    bar = tqdm(total=total, desc="export family", unit="member", file=sys.stderr, disable=not progress)
+    members = []
+    try:
+        for member, arch_file, out_dir in planned:
+            label = f"member {member['index']}/{total}"
+            kept = finished(out_dir, member["arch_id"], run, wanted)
+            started = time.monotonic()
+            if kept is not None:
+                _say(f"{label}: already exported, kept ({out_dir})", progress)
+                record = kept
+                if read_shipped(arch_file.parent, member["arch_id"]) is None:
+                    write_shipped(arch_file.parent, out_dir, record)
+                seconds = before.get(member["arch_id"], (kept.get("finetune") or {}).get("seconds"))
+            else:
+                bar.set_postfix_str(f"{label} {member['arch_id']}")
+                _say(f"{label}: {member['arch_id']} ({member.get('budget_spec', member.get('budget'))} budget)",
+                     progress)
+                record = export_subnet(run, str(arch_file), export_format=export_format, finetune=settings,
+                                       progress=progress).record
+                seconds = round(time.monotonic() - started, 1)
+            members.append({"index": member["index"], "arch_id": record["arch_id"], "export_dir": str(out_dir),
+                            "shipped": record.get("shipped"), "val_top1": record["val_top1"],
+                            "test_top1": record["test_top1"], "inherited": record.get("inherited"),
+                            "finetune": record.get("finetune"), "seconds": seconds, "kept": kept is not None})
+            bar.update(1)
+    finally:
+        bar.close()
+    result = FamilyExport(folder, str(run.dir.root), run.step, wanted, members)
+    write_json(folder / FAMILY_EXPORT, {key: value for key, value in result.to_json().items() if key != "folder"})
+    return result
+
+
+def _previous_seconds(folder: Path) -> dict[str, float]:
+    """arch_id -> seconds of the members the last family export of `folder` recorded."""
+    try:
+        previous = json.loads((folder / FAMILY_EXPORT).read_text())
+        return {m["arch_id"]: m["seconds"] for m in previous["members"] if isinstance(m, dict)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _say(line: str, progress: bool) -> None:
+    from tqdm.auto import tqdm
+
+    if progress:
+        tqdm.write(line, file=sys.stderr)
+
+
+__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "export_family", "finetune_settings", "finished",
+           "read_family_file"]
