@@ -2,12 +2,11 @@
 family.json a family search writes beside them (the family export and summary read only these)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
 from nas import api
-from nas.core.amounts import format_amount
+from nas.engine.searching.family import member_dir, write_family
 
 
 def plant_family(run: api.Run, out: Path, budgets: Sequence[str] = ("20%", "80%"), score: str = "macs",
@@ -19,7 +18,7 @@ def plant_family(run: api.Run, out: Path, budgets: Sequence[str] = ("20%", "80%"
     for index, spec in enumerate(budgets, start=1):
         budget = int(api.resolve_budget(spec, run.space.macs(run.space.min()), run.space.macs(run.space.max()),
                                         "max_macs"))
-        folder = f"m{index}-macs{format_amount(budget)}"
+        folder = member_dir(index, "macs", budget)
         result = api.search(run, "random", max_macs=spec, trials=trials, out=out / folder, progress=False,
                             score=score, seed=index)
         evaluated.update(record["arch_id"] for record in result.trials)
@@ -33,5 +32,5 @@ def plant_family(run: api.Run, out: Path, budgets: Sequence[str] = ("20%", "80%"
               "budgets": [m["budget"] for m in members], "other_budgets": {}, "members": members,
               "searcher": "random", "score": score, "score_reason": f"the score {score}", "seed": 0, "trials": trials,
               "evaluations": len(evaluated), "source": source, "latency_table": None, "device": "cpu", "batch": 1}
-    (out / "family.json").write_text(json.dumps(family, indent=2))
+    write_family(out, family)
     return out

@@ -30,8 +30,8 @@ from nas.engine.export import check_export_dir, check_format, export_subnet
 from nas.engine.json_result import JsonResult
 from nas.engine.export.shipped import read_shipped, write_shipped
 from nas.engine.run import Run, resolve_arch
+from nas.engine.searching.family import read_family
 
-FAMILY = "family.json"
 FAMILY_EXPORT = "family_export.json"
 SEARCH_SETTINGS = "search.json"
 
@@ -53,21 +53,15 @@ class FamilyExport(JsonResult):
 
 
 def read_family_file(folder: str | Path) -> dict[str, Any]:
-    """family.json of `folder`, checked as far as the export reads it; `SearchError` naming the file
-    on damage."""
-    path = Path(folder) / FAMILY
+    """family.json of `folder` (`read_family`), its members all searched; `SearchError` naming
+    `family` otherwise."""
     try:
-        family = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SearchError(f"family: {folder} holds no {FAMILY} (not a family search folder)") from None
-    except (OSError, ValueError) as e:
-        raise SearchError(f"family: {path}: cannot read it ({str(e).splitlines()[0]})") from None
-    members = family.get("members") if isinstance(family, dict) else None
-    if (not isinstance(family, dict) or family.get("kind") != "family" or not isinstance(members, list) or not members
-            or not all(isinstance(m, dict) and isinstance(m.get("dir"), str) and isinstance(m.get("index"), int)
-                       and isinstance(m.get("arch_id"), str) for m in members)):
-        raise SearchError(f"family: {path} is damaged (not a family with members, each with index, dir and arch_id); "
-                          "run the family search again to write it anew")
+        family = read_family(folder)
+    except SearchError as e:
+        raise SearchError(e.problem, param="family", fix=e.fix) from None
+    if len(family["members"]) < len(family["budgets"]):
+        raise SearchError(f"{folder} is unfinished ({len(family['members'])} of {len(family['budgets'])} members "
+                          "searched)", param="family", fix="run the same family search again to finish it")
     return family
 
 

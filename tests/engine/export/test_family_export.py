@@ -117,9 +117,18 @@ def test_a_damaged_family_json_is_one_line(fresh, capsys):
     runs, family = fresh
     (family / "family.json").write_text('{"kind": "family", "members": [{"index": 1}]}')
     one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:", "family.json",
-                   "damaged")
+                   "not a family search's record")
     (family / "family.json").write_text("{not json")
-    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:", "cannot read")
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:", "not readable as JSON")
+
+
+def test_an_unfinished_family_is_one_line(fresh, capsys):
+    runs, family = fresh
+    data = json.loads((family / "family.json").read_text())
+    data["members"] = data["members"][:1]
+    (family / "family.json").write_text(json.dumps(data))
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:",
+                   "unfinished (1 of 2 members searched)", "run the same family search again")
 
 
 def test_a_family_searched_at_another_step_is_refused_before_any_training(fresh, capsys, monkeypatch):
