@@ -69,9 +69,10 @@ def test_every_import_points_down_the_layers():
 STAGES = ("nas.engine.training", "nas.engine.searching", "nas.engine.fidelity", "nas.engine.export")
 # stage -> the other stages it may import: a standalone training (fidelity) and a finalist's
 # fine-tune (searching) reuse the trainer's optimizer, gradient clipping and schedules; an
-# export's fine-tune is a standalone training from the inherited weights (fidelity's loop)
+# export's fine-tune is a standalone training from the inherited weights (fidelity's loop); a
+# family's export and summary read the family search's record (`nas.engine.searching.family`)
 STAGE_IMPORTS = {"nas.engine.fidelity": {"nas.engine.training"}, "nas.engine.searching": {"nas.engine.training"},
-                 "nas.engine.export": {"nas.engine.training", "nas.engine.fidelity"}}
+                 "nas.engine.export": {"nas.engine.training", "nas.engine.fidelity", "nas.engine.searching"}}
 
 
 def stage_of(module: str) -> str | None:

@@ -39,17 +39,21 @@ SEARCH_SETTINGS = "search.json"
 @dataclass(frozen=True)
 class FamilyExport(JsonResult):
     """What `export_family` shipped: one entry per member (index, arch_id, export_dir, shipped,
-    val_top1, test_top1, inherited, finetune, seconds, kept), the run, its step and the settings."""
+    val_top1, test_top1, inherited, finetune, seconds, kept), the run, its step, the fine-tune
+    settings, and the min and max subnets as the supernet holds them (arch_id, macs, params,
+    val_top1, test_top1: what the family is set beside)."""
 
     folder: Path
     run: str
     step: int
     finetune: dict[str, Any]
     members: list[dict[str, Any]]
+    min_subnet: dict[str, Any]
+    max_subnet: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         return {"members": self.members, "run": self.run, "step": self.step, "finetune": self.finetune,
-                "folder": str(self.folder)}
+                "min_subnet": self.min_subnet, "max_subnet": self.max_subnet, "folder": str(self.folder)}
 
 
 def read_family_file(folder: str | Path) -> dict[str, Any]:
@@ -176,9 +180,17 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
             bar.update(1)
     finally:
         bar.close()
-    result = FamilyExport(folder, str(run.dir.root), run.step, wanted, members)
+    ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
+    result = FamilyExport(folder, str(run.dir.root), run.step, wanted, members, *ends)
     write_json(folder / FAMILY_EXPORT, {key: value for key, value in result.to_json().items() if key != "folder"})
     return result
+
+
+def _inherited(run: Run, arch: Mapping[str, Any]) -> dict[str, Any]:
+    """An arch's costs and BN-recalibrated val and test top-1 in the supernet."""
+    val, test = (run.evaluator.evaluate(arch, split).top1 for split in ("val", "test"))
+    return {"arch_id": arch_id(arch), "macs": run.space.macs(arch), "params": run.space.params(arch),
+            "val_top1": val, "test_top1": test}
 
 
 def _previous_seconds(folder: Path) -> dict[str, float]:
