@@ -268,6 +268,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from nas import api
+    if api.is_family(args.search_dir):
+        summary = api.summarise_family(args.search_dir)
+        print(json.dumps(summary, indent=2) if args.json else api.format_family_summary(summary))
+        return 0
     summary = api.search_summary(args.search_dir)
     shipped = api.read_shipped(args.search_dir, summary["arch_id"])
     if args.json:
@@ -462,7 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.set_defaults(func=cmd_search)
 
     summary = commands.add_parser("summary", help="a finished search's answer: the chosen subnet, its costs against "
-                                  "the budgets and how it was chosen")
+                                  "the budgets and how it was chosen; for a family folder, a table of its members "
+                                  "and family.png")
     summary.add_argument("search_dir", metavar="SEARCH_DIR", help="the search folder (nas search --out, or "
                          "runs/NAME/search/<id>)")
     summary.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (without the trials)")

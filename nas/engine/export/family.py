@@ -56,16 +56,16 @@ class FamilyExport(JsonResult):
                 "min_subnet": self.min_subnet, "max_subnet": self.max_subnet, "folder": str(self.folder)}
 
 
-def read_family_file(folder: str | Path) -> dict[str, Any]:
+def read_family_file(folder: str | Path, param: str = "family") -> dict[str, Any]:
     """family.json of `folder` (`read_family`), its members all searched; `SearchError` naming
-    `family` otherwise."""
+    `param` otherwise."""
     try:
         family = read_family(folder)
     except SearchError as e:
-        raise SearchError(e.problem, param="family", fix=e.fix) from None
+        raise SearchError(e.problem, param=param, fix=e.fix) from None
     if len(family["members"]) < len(family["budgets"]):
         raise SearchError(f"{folder} is unfinished ({len(family['members'])} of {len(family['budgets'])} members "
-                          "searched)", param="family", fix="run the same family search again to finish it")
+                          "searched)", param=param, fix="run the same family search again to finish it")
     return family
 
 
