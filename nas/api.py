@@ -15,6 +15,7 @@ from nas.engine.export import FORMATS as EXPORT_FORMATS
 from nas.engine.export import ExportResult, export_subnet
 from nas.engine.export.family import FAMILY_EXPORT, FamilyExport, export_family
 from nas.engine.export.family_summary import format_family_summary, summarise_family
+from nas.engine.export.scratch import cheaper_path_note, export_family_from_scratch
 from nas.engine.export.shipped import format_shipped, read_shipped
 from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
@@ -43,7 +44,7 @@ from nas.engine.training.stage import resume_config, run_name, train
 from nas.engine.training.summary import TrainSummary, train_summary
 from nas.engine.untrained import check_untrained_search, names_a_run, untrained_run
 
-__all__ = ["EXPORT_FORMATS", "FAMILY_EXPORT", "FamilyExport", "export_family", "format_family_summary", "is_family", "summarise_family", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult", "GroundTruthResult",
+__all__ = ["EXPORT_FORMATS", "FAMILY_EXPORT", "cheaper_path_note", "FamilyExport", "export_family", "export_family_from_scratch", "format_family_summary", "is_family", "summarise_family", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult", "GroundTruthResult",
            "Run", "SPLITS", "SearchResult", "TrainSummary", "arch_generator", "build_space", "build_strategy",
            "build_supernet", "check_untrained_search", "evaluate", "export_subnet", "fidelity",
            "format_fidelity_summary", "format_search_summary", "format_shipped", "format_space_summary", "generate",

@@ -187,8 +187,16 @@ def cmd_export_family(args: argparse.Namespace) -> int:
     if args.out is not None:
         raise ConfigError("--out: a family's members are exported to runs/NAME/export/<arch_id>, as one export each; "
                           "leave --out out with --family")
-    run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
-    result = api.export_family(run, args.family, _finetune_settings(args, run), args.format)
+    if api.names_a_run(args.run, args.runs_dir) or not _names_a_config(args.run):
+        run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+        result = api.export_family(run, args.family, _finetune_settings(args, run), args.format)
+    else:      # a config: each member trained alone from scratch with its recipe
+        given = [flag for flag, value in (("--finetune", args.finetune), ("--finetune-lr", args.finetune_lr),
+                                          ("--distill", args.distill)) if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]}: the members of a config's family are trained alone from scratch with the "
+                              "config's recipe; fine-tune options apply to a trained run")
+        result = api.export_family_from_scratch(api.load_config(args.run), args.family, args.format, args.device)
     if args.json:
         _print_json(result.to_json())
     else:
@@ -196,7 +204,17 @@ def cmd_export_family(args: argparse.Namespace) -> int:
             print(f"member {member['index']}: {member['arch_id']} ({member['shipped']}) in {member['export_dir']}: "
                   f"val top-1 {member['val_top1']:.4f}, test top-1 {member['test_top1']:.4f}")
         print(f"family export written to {Path(args.family) / api.FAMILY_EXPORT}; see it with: nas summary {args.family}")
+    if result.run is not None:
+        _cheaper_path(result.run)
     return 0
+
+
+def _cheaper_path(run_dir: Any) -> None:
+    """Say on stderr when the run's supernet does not pay for itself, and the cheaper path."""
+    from nas import api
+    note = api.cheaper_path_note(api.load_config(Path(run_dir) / "config.yaml"), Path(run_dir) / "config.yaml")
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _finetune_settings(args: argparse.Namespace, run: Any) -> Any:
@@ -263,6 +281,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(api.format_search_summary(api.search_summary(result.dir)).splitlines()[2])
         if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
             print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
+            _cheaper_path(run.dir.root)
     return 0
 
 
@@ -399,7 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--arch", help=_arch_help())
     what.add_argument("--family", metavar="FAMILY_DIR",
                       help="a family search folder: export every member (each as --arch MEMBER/best.yaml would, "
-                      "resumably member by member), then write FAMILY_DIR/family_export.json")
+                      "resumably member by member), then write FAMILY_DIR/family_export.json; with a config in "
+                      "place of RUN, train each member alone from scratch with the config's recipe instead (into "
+                      "FAMILY_DIR/export/<arch_id>)")
     export.add_argument("--out", help="output directory (default runs/NAME/export/<arch_id>)")
     export.add_argument("--format", default="pt2", choices=EXPORT_FORMATS,
                         help="pt2 (default): model.pt2 and weights; onnx: model.onnx too "

@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from nas.core.arch import arch_id
 from nas.core.config import FinetuneConfig
@@ -41,15 +41,16 @@ class FamilyExport(JsonResult):
     """What `export_family` shipped: one entry per member (index, arch_id, export_dir, shipped,
     val_top1, test_top1, inherited, finetune, seconds, kept), the run, its step, the fine-tune
     settings, and the min and max subnets as the supernet holds them (arch_id, macs, params,
-    val_top1, test_top1: what the family is set beside)."""
+    val_top1, test_top1: what the family is set beside). A family trained from scratch
+    (`nas.engine.export.scratch`) has no run (None), step 0, and no min and max subnets."""
 
     folder: Path
-    run: str
+    run: str | None
     step: int
     finetune: dict[str, Any]
     members: list[dict[str, Any]]
-    min_subnet: dict[str, Any]
-    max_subnet: dict[str, Any]
+    min_subnet: dict[str, Any] | None
+    max_subnet: dict[str, Any] | None
 
     def to_json(self) -> dict[str, Any]:
         return {"members": self.members, "run": self.run, "step": self.step, "finetune": self.finetune,
@@ -98,16 +99,12 @@ def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, An
     return record if same else None
 
 
-def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_format: str
+def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_format: str, dir_param: str = "RUN"
                  ) -> list[tuple[Mapping[str, Any], Path, Path]]:
-    """Each member with its arch file and export folder, once everything is checked (module
-    docstring); raises `NasError` naming `family` (or the export folder) in one line."""
+    """Each member with its arch file and export folder (`run.dir.export(arch_id)`), once everything
+    is checked (module docstring); raises `NasError` naming `family` (or `dir_param` for an export
+    folder that cannot be written) in one line."""
     check_format(export_format)
-    source = family.get("source")
-    if isinstance(source, Mapping) and source.get("step") != run.step:
-        raise SearchError(f"family: {folder} was searched on {source.get('run')} at step {source.get('step')} "
-                          f"({source.get('checkpoint')}), this run holds step {run.step} ({run.checkpoint.name}); "
-                          "export it from that checkpoint, or search the family again on this one")
     planned = []
     for member in family["members"]:
         member_dir = folder / member["dir"]
@@ -125,7 +122,7 @@ def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_forma
         except NasError as e:
             raise SearchError(f"family: member {member['index']}: {arch_file}: {e.problem}") from None
         out_dir = run.dir.export(arch_id(arch))
-        check_export_dir(out_dir, "RUN", run.space.params(arch))
+        check_export_dir(out_dir, dir_param, run.space.params(arch))
         planned.append((member, arch_file, out_dir))
     return planned
 
@@ -144,45 +141,69 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
     `export_subnet(run, MEMBER/best.yaml, finetune=finetune)` would (default fine-tune: the run's
     `export.finetune`), members already exported with the same settings kept; then write
     `folder/family_export.json`. A tqdm bar over the members on stderr when `progress`."""
-    from tqdm.auto import tqdm
-
     folder = Path(folder)
     family = read_family_file(folder)
+    source = family.get("source")
+    if isinstance(source, Mapping) and source.get("step") != run.step:
+        raise SearchError(f"{folder} was searched on {source.get('run')} at step {source.get('step')} "
+                          f"({source.get('checkpoint')}), this run holds step {run.step} ({run.checkpoint.name})",
+                          param="family", fix="export it from that checkpoint, or search the family again on this one")
     settings = run.config.export.finetune if finetune is None else finetune
     wanted = finetune_settings(settings, run)
     planned = check_family(run, folder, family, export_format)
-    before = _previous_seconds(folder)
+    members = ship_members(planned, lambda out_dir, member_id: finished(out_dir, member_id, run, wanted),
+                           lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,
+                                                           finetune=settings, progress=progress).record,
+                           previous_seconds(folder), progress)
+    ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
+    return write_family_export(FamilyExport(folder, str(run.dir.root), run.step, wanted, members, *ends))
+
+
+def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
+                 is_finished: Callable[[Path, str], dict[str, Any] | None], export: Callable[[Path], dict[str, Any]],
+                 before: Mapping[str, float], progress: bool) -> list[dict[str, Any]]:
+    """Export each planned (member, arch file, export folder) with `export(arch_file)` (which
+    returns the export's metrics), unless `is_finished(export folder, arch_id)` gives the
+    metrics of an export to keep; a tqdm bar over the members when `progress`. Returns the
+    entries of family_export.json (`before`: arch_id -> seconds an earlier family export took)."""
+    from tqdm.auto import tqdm
+
     total = len(planned)
     bar = tqdm(total=total, desc="export family", unit="member", file=sys.stderr, disable=not progress)
     members = []
     try:
         for member, arch_file, out_dir in planned:
             label = f"member {member['index']}/{total}"
-            kept = finished(out_dir, member["arch_id"], run, wanted)
+            kept = is_finished(out_dir, member["arch_id"])
             started = time.monotonic()
             if kept is not None:
                 _say(f"{label}: already exported, kept ({out_dir})", progress)
                 record = kept
                 if read_shipped(arch_file.parent, member["arch_id"]) is None:
                     write_shipped(arch_file.parent, out_dir, record)
-                seconds = before.get(member["arch_id"], (kept.get("finetune") or {}).get("seconds"))
+                trained = record.get("finetune") or record.get("scratch") or {}
+                seconds = before.get(member["arch_id"], trained.get("seconds"))
             else:
                 bar.set_postfix_str(f"{label} {member['arch_id']}")
                 _say(f"{label}: {member['arch_id']} ({member.get('budget_spec', member.get('budget'))} budget)",
                      progress)
-                record = export_subnet(run, str(arch_file), export_format=export_format, finetune=settings,
-                                       progress=progress).record
+                record = export(arch_file)
                 seconds = round(time.monotonic() - started, 1)
             members.append({"index": member["index"], "arch_id": record["arch_id"], "export_dir": str(out_dir),
                             "shipped": record.get("shipped"), "val_top1": record["val_top1"],
                             "test_top1": record["test_top1"], "inherited": record.get("inherited"),
-                            "finetune": record.get("finetune"), "seconds": seconds, "kept": kept is not None})
+                            "finetune": record.get("finetune"), **({"scratch": record["scratch"]} if "scratch" in record
+                                                                   else {}),
+                            "seconds": seconds, "kept": kept is not None})
             bar.update(1)
     finally:
         bar.close()
-    ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
-    result = FamilyExport(folder, str(run.dir.root), run.step, wanted, members, *ends)
-    write_json(folder / FAMILY_EXPORT, {key: value for key, value in result.to_json().items() if key != "folder"})
+    return members
+
+
+def write_family_export(result: FamilyExport) -> FamilyExport:
+    """Write `result` as family_export.json in its family folder; returns it."""
+    write_json(result.folder / FAMILY_EXPORT, {key: value for key, value in result.to_json().items() if key != "folder"})
     return result
 
 
@@ -193,7 +214,7 @@ def _inherited(run: Run, arch: Mapping[str, Any]) -> dict[str, Any]:
             "val_top1": val, "test_top1": test}
 
 
-def _previous_seconds(folder: Path) -> dict[str, float]:
+def previous_seconds(folder: Path) -> dict[str, float]:
     """arch_id -> seconds of the members the last family export of `folder` recorded."""
     try:
         previous = json.loads((folder / FAMILY_EXPORT).read_text())
@@ -210,4 +231,4 @@ def _say(line: str, progress: bool) -> None:
 
 
 __all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "export_family", "finetune_settings", "finished",
-           "read_family_file"]
+           "previous_seconds", "read_family_file", "ship_members", "write_family_export"]

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from nas.core.amounts import format_amount
 from nas.engine.export.family import FAMILY_EXPORT, read_family_file
+from nas.engine.export.scratch import cheaper_path_note
 from nas.engine.export.shipped import read_shipped
 from nas.engine.plotting import pyplot, save_png
 
@@ -27,7 +28,7 @@ def _how(shipped: Mapping[str, Any]) -> str:
     """How a member was shipped, in a few words."""
     tuned = shipped.get("finetune")
     if shipped.get("shipped") == "scratch":
-        return f"trained alone {tuned.get('steps')} steps" if isinstance(tuned, Mapping) else "trained alone"
+        return "trained alone"
     if isinstance(tuned, Mapping):
         return f"fine-tuned {100 * tuned.get('fraction_of_run', 0):.0f}%" + (" +distill" if tuned.get("distill") else "")
     return "inherited"
@@ -61,12 +62,25 @@ def family_summary(folder: str | Path) -> dict[str, Any]:
     source = family.get("source") if isinstance(family.get("source"), Mapping) else None
     run = source["run"] if source else (exported.get("run") or "RUN")
     missing = [row["index"] for row in rows if not row["exported"]]
+    scratch = any(row.get("shipped") == "scratch" for row in rows)
     return {"folder": str(folder), "cost": family["cost"], "budget_specs": family["budget_specs"],
             "searcher": family["searcher"], "score": family["score"], "evaluations": family["evaluations"],
             "trials": family["trials"], "source": source, "latency_table": family.get("latency_table"),
-            "members": rows, "min_subnet": exported.get("min_subnet"), "max_subnet": exported.get("max_subnet"),
+            "run": run, "members": rows, "min_subnet": exported.get("min_subnet"), "max_subnet": exported.get("max_subnet"),
             "finetune": exported.get("finetune"), "not_exported": missing,
-            "export_command": f"nas export {run} --family {folder}" if missing else None}
+            "export_command": f"nas export {run} --family {folder}" if missing else None,
+            "note": None if scratch or source is None else _run_note(Path(source["run"]))}
+
+
+def _run_note(run: Path) -> str | None:
+    """`cheaper_path_note` of the run's config, None where it cannot be read."""
+    from nas.core.config import load_config
+    from nas.core.errors import NasError
+
+    try:
+        return cheaper_path_note(load_config(run / "config.yaml"), run / "config.yaml")
+    except (NasError, OSError):
+        return None
 
 
 def _pct(value: Any) -> str:
@@ -102,12 +116,15 @@ def format_family_summary(summary: Mapping[str, Any]) -> str:
     for row in rows:
         low = row.get("min_subnet")
         if low:
+            ship_min = f"nas export {summary['run']} --arch min"
             lines.append(f"  ! member {row['index']} is not above the cheaper min subnet {low['arch_id']} on validation "
                          f"({_pct(row['val_top1'])} vs {_pct(low['val_top1'])}; its test {_pct(low.get('test_top1'))}): "
-                         "its budget is served as well by the min subnet (--arch min)")
+                         f"its budget is served as well by the min subnet ({ship_min})")
     if summary["not_exported"]:
         lines.append(f"not exported yet: member{'s' if len(summary['not_exported']) > 1 else ''} "
                      f"{', '.join(map(str, summary['not_exported']))}; export with: {summary['export_command']}")
+    if summary.get("note"):
+        lines.append(f"note: {summary['note']}")
     if summary.get("figure"):
         lines.append(f"figure: {summary['figure']}")
     return "\n".join(lines)
