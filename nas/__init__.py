@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = ["Run", "build_space", "build_supernet", "evaluate", "export_subnet", "fidelity", "ground_truth",
-           "latency_table", "load_config", "load_run", "search", "space_summary", "train", "train_summary"]
+           "latency_table", "load_config", "load_run", "search", "search_family", "space_summary", "train",
+           "train_summary"]
 
 if TYPE_CHECKING:
     from nas.api import (
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         load_config,
         load_run,
         search,
+        search_family,
         space_summary,
         train,
         train_summary,
