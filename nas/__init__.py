@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Run", "build_space", "build_supernet", "evaluate", "export_family", "export_subnet", "fidelity", "ground_truth",
-           "latency_table", "load_config", "load_run", "search", "space_summary", "train", "train_summary"]
+__all__ = ["Run", "build_space", "build_supernet", "evaluate", "export_family", "export_subnet", "fidelity",
+           "ground_truth", "latency_table", "load_config", "load_run", "search", "search_family", "space_summary",
+           "train", "train_summary"]
 
 if TYPE_CHECKING:
     from nas.api import (
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         load_config,
         load_run,
         search,
+        search_family,
         space_summary,
         train,
         train_summary,

@@ -33,7 +33,9 @@ from nas.engine.run import (
     resolve_arch,
     standalone_model,
 )
-from nas.engine.searching.family import is_family
+from nas.engine.searching.family import FamilyResult, is_family, read_family
+from nas.engine.searching.family_budgets import budget_list
+from nas.engine.searching.family_search import search_family
 from nas.engine.searching.generator import GenerateResult, generate
 from nas.engine.searching.results import SearchResult
 from nas.engine.searching.request import resolve_budget
@@ -44,14 +46,16 @@ from nas.engine.training.stage import resume_config, run_name, train
 from nas.engine.training.summary import TrainSummary, train_summary
 from nas.engine.untrained import check_untrained_search, names_a_run, untrained_run
 
-__all__ = ["EXPORT_FORMATS", "FAMILY_EXPORT", "cheaper_path_note", "FamilyExport", "export_family", "export_family_from_scratch", "format_family_summary", "is_family", "summarise_family", "EvalResult", "ExportResult", "FidelityResult", "GenerateResult", "GroundTruthResult",
-           "Run", "SPLITS", "SearchResult", "TrainSummary", "arch_generator", "build_space", "build_strategy",
-           "build_supernet", "check_untrained_search", "evaluate", "export_subnet", "fidelity",
-           "format_fidelity_summary", "format_search_summary", "format_shipped", "format_space_summary", "generate",
-           "ground_truth", "latency_fit", "latency_table", "load_config", "load_run", "load_source", "load_splits",
-           "load_weights", "names_a_run", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",
-           "run_space_summary", "search", "search_summary", "space_summary", "standalone_model", "train",
-           "train_summary", "untrained_run"]
+__all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FAMILY_EXPORT", "FamilyExport", "FamilyResult",
+           "FidelityResult", "GenerateResult", "GroundTruthResult", "Run", "SPLITS", "SearchResult", "TrainSummary",
+           "arch_generator", "budget_list", "build_space", "build_strategy", "build_supernet", "cheaper_path_note",
+           "check_untrained_search", "evaluate", "export_family", "export_family_from_scratch", "export_subnet",
+           "fidelity", "format_family_summary", "format_fidelity_summary", "format_search_summary",
+           "format_shipped", "format_space_summary", "generate", "ground_truth", "is_family", "latency_fit",
+           "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights", "names_a_run",
+           "read_family", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",
+           "run_space_summary", "search", "search_family", "search_summary", "space_summary", "standalone_model",
+           "summarise_family", "train", "train_summary", "untrained_run"]
 
 
 def latency_fit(target: str, timings: str, column: str = "latency_ms", priors: tuple[str, ...] = (),

@@ -258,9 +258,12 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:      # a config: its untrained supernet, for scores that read no trained weight
         api.check_untrained_search(args.score, args.out, args.workers, args.finalists)
         run = api.untrained_run(api.load_config(args.run, args.set), args.out, args.device)
+    budgets = (args.max_macs, args.max_params, args.max_latency_ms)
+    if args.members is not None or any(api.budget_list(value) is not None for value in budgets):
+        return _search_family(args, run)
     result = api.search(
         run, args.searcher,
-        max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=args.max_latency_ms,
+        max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=_milliseconds(args.max_latency_ms),
         batch=args.batch, trials=args.trials,
         seed=args.seed, storage=args.storage, study=args.study, out=args.out,
         options=_options(args.option) or None, worker=args.worker, workers=args.workers,
@@ -271,17 +274,68 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_json())
     else:
-        scored = (f"val top-1 {result.val_top1:.4f}" if result.score == SUPERNET_SCORE else
-                  f"{result.score} {result.score_value:.6g}"
-                  + (f" (val top-1 {result.val_top1:.4f})" if result.val_top1 is not None else ""))
-        print(f"best {_named(run.space, result.arch_id, result.best)}: {scored}, MACs {format_amount(result.macs)}, "
-              f"params {format_amount(result.params)} ({result.evaluated} archs evaluated, {result.new} new"
-              + (f"; optimised for {result.optimised_for})" if result.optimised_for else ")"))
+        print(f"best {_named(run.space, result.arch_id, result.best)}: {_scored(result)}, MACs "
+              f"{format_amount(result.macs)}, params {format_amount(result.params)} ({result.evaluated} archs "
+              f"evaluated, {result.new} new" + (f"; optimised for {result.optimised_for})" if result.optimised_for
+                                                else ")"))
         if result.finalists is not None:
             print(api.format_search_summary(api.search_summary(result.dir)).splitlines()[2])
         if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
             print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}")
             _cheaper_path(run.dir.root)
+    return 0
+
+
+def _milliseconds(text: str | None) -> float | None:
+    """One `--max-latency-ms` budget as a number (a list is a family's: `nas.api.search_family`)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"--max-latency-ms: cannot read {text!r}; give milliseconds, e.g. 1.5, or a list "
+                          "such as 1.2,1.5") from None
+
+
+def _scored(result: Any) -> str:
+    """`val top-1 0.9012` or `naswot 1234.5 (val top-1 0.9012)`: an answer's score."""
+    if result.score == SUPERNET_SCORE:
+        return f"val top-1 {result.val_top1:.4f}"
+    return (f"{result.score} {result.score_value:.6g}"
+            + (f" (val top-1 {result.val_top1:.4f})" if result.val_top1 is not None else ""))
+
+
+def _search_family(args: argparse.Namespace, run: Any) -> int:
+    """`nas search` with a budget list or `--members`: one member a line, then the family's line."""
+    from nas import api
+    if args.worker:
+        raise ConfigError("--worker: a family searches its members one after another in this process; use "
+                          "--workers N to share each member's Optuna study between N processes")
+    family = api.search_family(
+        run, args.searcher, max_macs=args.max_macs, max_params=args.max_params, max_latency_ms=args.max_latency_ms,
+        members=args.members, batch=args.batch, trials=args.trials, seed=args.seed, storage=args.storage,
+        study=args.study, out=args.out, options=_options(args.option) or None, workers=args.workers,
+        progress=not args.quiet, score=args.score, finalists=args.finalists, finalist_steps=args.finalist_steps,
+        latency_table=args.latency_table, predict_missing=args.predict_missing, ships=args.ships)
+    for member in family.members:
+        for note in member.notes:
+            print(f"note: {member.dir.name}: {render(note, args.words)}", file=sys.stderr)
+    if args.json:
+        _print_json(family.to_json())
+        return 0
+    cost = family.cost
+    for k, member in enumerate(family.members):
+        budget = family.budgets[k] if cost == "latency_ms" else format_amount(family.budgets[k])
+        latency = f", latency {member.latency_ms:.3g} ms" if member.latency_ms is not None else ""
+        print(f"{member.dir.name}: {cost} budget {budget} ({family.budget_specs[k]}): "
+              f"{_named(run.space, member.arch_id, member.best)}, MACs {format_amount(member.macs)}, params "
+              f"{format_amount(member.params)}{latency}, {_scored(member)}")
+    trained = run.step or run.checkpoint.is_file()
+    print(f"family of {len(family.members)} in {family.dir}: {family.evaluations} distinct archs evaluated "
+          f"({family.new} now)" + (f"; export it with: nas export {run.dir.root} --family {family.dir}" if trained
+                                   else ""))
+    if trained:
+        _cheaper_path(run.dir.root)
     return 0
 
 
@@ -449,9 +503,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "(grammar: docs/estimators.md); auto (default): the best "
                         "within-bin Kendall tau of the run's latest nas fidelity, else the space's default chosen on "
                         "committed ground truth (said on stderr)")
-    search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet)")
-    search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs")
-    search.add_argument("--max-latency-ms", type=float, help="latency budget in ms on --device at --batch")
+    search.add_argument("--max-macs", help="MACs budget, e.g. 4M, or 50%% (halfway from the min to the max subnet); "
+                        "a list such as 35%%,50%%,75%% searches a family, one subnet per budget, sharing evaluations")
+    search.add_argument("--max-params", help="parameter budget, e.g. 150K, or a percentage like --max-macs (or a "
+                        "list)")
+    search.add_argument("--max-latency-ms", help="latency budget in ms on --device at --batch (or a list)")
+    search.add_argument("--members", type=int, metavar="K",
+                        help="search a family of K subnets, MACs budgets evenly spaced from 20%% to 80%% of the way "
+                        "from the min to the max subnet (K=5: 20,35,50,65,80%%); --trials is per member")
     search.add_argument("--batch", type=int, default=1, help="latency batch size (default 1)")
     search.add_argument("--latency-table", metavar="PATH[:COLUMN]",
                         help="latency from this table instead of one measured here: a .json table (nas "

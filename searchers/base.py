@@ -22,7 +22,7 @@ import dataclasses
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import SearchError, clip
@@ -32,6 +32,8 @@ from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
 
 Record = dict[str, Any]
+WINDOW_STEPS = 64         # mutations a window draw tries before it proposes the nearest arch it found
+WINDOW_MUTATION = 0.2     # per-choice mutation probability of those steps
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class SearchContext:
         generator: The run's trained architecture generator, when it has one:
             `generator.generate(max_macs, seed) -> (arch, attempts, shrunk)` and
             `generator.propose(target_macs, torch_generator, sample, temperature) -> arch`.
+        window: Cost name -> (low, high): the neighbourhood of the budgets, where `window_arch`
+            draws (empty: none).
+        cost_of: `cost_of(arch) -> {cost name: value}`, the search's costs of an arch (None: unknown).
     """
 
     space: ArchSpace
@@ -69,6 +74,8 @@ class SearchContext:
     stored_options: Mapping[str, Any] | None = None
     candidates: tuple[Arch, ...] | None = None
     generator: Any = None
+    window: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    cost_of: Callable[[Arch], Mapping[str, float]] | None = None
 
 
 # Settings that searches stored before the setting existed ran with (a missing key reads as this).
@@ -205,6 +212,7 @@ class ReplaySearcher(Searcher):
         self.attempt = 0  # proposals since the last tell
         self.queue: list[Arch] = []
         self.candidate_ids = [arch_id(a) for a in context.candidates] if context.candidates is not None else []
+        self._inside: list[tuple[Arch, str]] | None = None     # the listed candidates in the window
 
     def rng(self) -> random.Random:
         """The generator of the current proposal: a function of (seed, told, attempt)."""
@@ -232,6 +240,37 @@ class ReplaySearcher(Searcher):
             return self.space.sample(rng)
         unseen = [a for a, i in zip(self.context.candidates, self.candidate_ids) if i not in self.index]
         return dict(rng.choice(unseen)) if unseen else self.space.sample(rng)
+
+    def window_arch(self, rng: random.Random) -> Arch:
+        """An arch within the window (`SearchContext.window`, the costs near the budgets, which
+        uniform draws seldom reach: the costs of a space's archs add up over many choices): from
+        the unseen feasible archs in it when they are listed; else a uniform draw mutated step by
+        step, each step kept when it brings the costs nearer the window, until inside or after
+        `WINDOW_STEPS` steps. Without a window, a uniform draw."""
+        if not self.context.window or self.context.cost_of is None:
+            return self.random_arch(rng)
+        if self.context.candidates is not None:
+            if self._inside is None:
+                self._inside = [(a, i) for a, i in zip(self.context.candidates, self.candidate_ids)
+                                if self._gap(a) == 0]
+            unseen = [a for a, i in self._inside if i not in self.index]
+            return dict(rng.choice(unseen)) if unseen else self.random_arch(rng)
+        arch = self.space.sample(rng)
+        gap = self._gap(arch)
+        for _ in range(WINDOW_STEPS):
+            if gap == 0:
+                break
+            child = self.space.mutate(arch, WINDOW_MUTATION, rng)
+            if (child_gap := self._gap(child)) < gap:
+                arch, gap = child, child_gap
+        return arch
+
+    def _gap(self, arch: Arch) -> float:
+        """How far the costs of `arch` lie outside the window, in window widths (0: inside)."""
+        assert self.context.cost_of is not None
+        costs = self.context.cost_of(arch)
+        return sum((max(0.0, low - costs[name]) + max(0.0, costs[name] - high)) / (high - low)
+                   for name, (low, high) in self.context.window.items())
 
     def trial_number(self) -> int:
         return len(self.records)

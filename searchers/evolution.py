@@ -2,7 +2,9 @@
 
 As in OFA/HAT/AttentiveNAS search, with the runner rejecting infeasible and duplicate
 proposals (bounded retries) so the population and every child are feasible and distinct:
-1. generation 0: `population` uniform random archs;
+1. generation 0: `population` random archs, every other one drawn near the budgets
+   (`window_arch`: uniform draws seldom reach them, their costs adding up over many choices)
+   and the others uniformly;
 2. before generation g, parents = the best `parents_ratio x population` of every arch
    evaluated so far (elitist). `mode: single`: highest score; `mode: pareto`: NSGA-II
    order (non-domination rank on the score and the cost objectives, then crowding distance);
@@ -85,8 +87,10 @@ class EvolutionSearcher(ReplaySearcher):
     def propose(self, rng: random.Random) -> Arch:
         size = self.options.population
         told = len(self.records)
-        if told < size or self.attempt >= RANDOM_AFTER:
+        if self.attempt >= RANDOM_AFTER:
             return self.random_arch(rng)
+        if told < size:
+            return self.window_arch(rng) if told % 2 else self.random_arch(rng)
         parents = self.parents(told // size * size)
         prob = min(1.0, self.options.mutation_prob * (1 + self.attempt / 10))
         if len(parents) >= 2 and rng.random() < self.options.crossover_prob:

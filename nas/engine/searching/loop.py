@@ -48,7 +48,7 @@ from nas.core.wording import announce
 from nas.engine.searching.costs import SearchCosts
 from nas.engine.searching.latency import LatencyTable
 from nas.engine.searching.outputs import write_stopped
-from nas.engine.searching.request import SearchRequest
+from nas.engine.searching.request import WINDOW_SHARE, SearchRequest
 from nas.engine.searching.results import (RESULTS, SearchResult, SearchRun, append_record, as_logged, as_told,
                                           read_results, unique_records)
 from search_spaces.base import ArchSpace
@@ -315,7 +315,8 @@ def _start(space: ArchSpace, request: SearchRequest, generator: Any, latency: La
         settings["seed"] = request.seed
     context = SearchContext(space, request.trials, request.seed + worker, worker, costs.names, costs.budgets,
                             request.out, request.storage, request.study, settings,
-                            None if shared else _local_state(request.out, settings), _feasible(space, costs), generator)
+                            None if shared else _local_state(request.out, settings), _feasible(space, costs), generator,
+                            _window(space, costs, request.window), costs)
     searcher = entry.obj(context, options)
     try:
         target, notes = _prepare(searcher, context)
@@ -323,6 +324,18 @@ def _start(space: ArchSpace, request: SearchRequest, generator: Any, latency: La
     except BaseException:
         searcher.close()
         raise
+
+
+def _window(space: ArchSpace, costs: SearchCosts, lows: Mapping[str, float] | None) -> dict[str, tuple[float, float]]:
+    """Cost name -> (low, budget): the costs near each budget (`SearchRequest.window`); a cost
+    whose window would be empty (a budget at the min subnet's cost) has none."""
+    cheapest = costs(space.min())
+    window = {}
+    for name, budget in costs.budgets.items():
+        low = lows[name] if lows is not None and name in lows else budget - WINDOW_SHARE * (budget - cheapest[name])
+        if low < budget:
+            window[name] = (low, budget)
+    return window
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 
@@ -26,8 +26,10 @@ from nas.engine.searching.request import SearchRequest, build_request, resolve_b
 if TYPE_CHECKING:     # the search machinery (Optuna included) loads on first use
     from nas.engine.searching.latency import LatencyTable
     from nas.engine.searching.results import SearchResult, SearchRun
+    from nas.engine.searching.score import SearchScore
 
-__all__ = ["latency_table", "resolve_budget", "search"]     # resolve_budget: from `request`, as before
+# resolve_budget: from `request`, as before
+__all__ = ["check_search", "latency_table", "resolve_budget", "search", "search_request"]
 
 
 def latency_table(run: Run, device: str | torch.device | None = None, batch: int = 1, threads: int | None = None,
@@ -101,29 +103,48 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     Every argument is checked before any work; the search folder records the run's checkpoint
     and step, and a folder searched on other weights (the run trained further) is refused.
     """
-    from nas.engine.searching.loop import check_request, search_loop
-    from nas.engine.searching.outputs import answer
-    from nas.engine.searching.score import search_score
-
     request = build_request(run, searcher, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
                             device=device, batch=batch, trials=trials, seed=seed, storage=storage, study=study,
                             out=out, options=options, worker=worker, workers=workers, progress=progress, score=score,
                             finalists=finalists, finalist_steps=finalist_steps, latency_table=latency_table,
                             predict_missing=predict_missing, ships=ships)
+    return search_request(run, request)
+
+
+def check_search(run: Run, request: SearchRequest) -> tuple[SearchScore, LatencyTable | None]:
+    """Check what `request` can check before any folder is made (the score's needs, the budgets
+    against the cheapest subnet); returns its score and its latency source (a table built first
+    if missing)."""
+    from nas.engine.searching.loop import check_request
+    from nas.engine.searching.score import search_score
+
     scorer = search_score(request.score, run)
     scorer.estimator.check(scorer.context)      # e.g. calibrated without a fitted model: before any folder
     table = _request_table(run, request)
     check_request(run.space, request, table)      # before the lock makes the folder
+    return scorer, table
+
+
+def search_request(run: Run, request: SearchRequest,
+                   evaluate_with: Callable[[Callable[[Any], Any]], Callable[[Any], Any]] | None = None
+                   ) -> SearchResult:
+    """The search of a built request (`search` after `build_request`). `evaluate_with` wraps the
+    score's `evaluate` of this process (a family's shared evaluations; None: as it is)."""
+    from nas.engine.searching.loop import search_loop
+    from nas.engine.searching.outputs import answer
+
+    scorer, table = check_search(run, request)
+    evaluate = scorer.metrics if evaluate_with is None else evaluate_with(scorer.metrics)
     notes = []
     if request.workers > 1 and not request.shared:
-        notes.append(f"workers: {workers} given; {searcher} searches in one process; the finalists use "
-                     f"{workers} workers")
+        notes.append(f"workers: {request.workers} given; {request.searcher} searches in one process; the finalists "
+                     f"use {request.workers} workers")
     # one command at a time in a local search folder, finalists and files included; the processes
     # of a shared study search together (their storage coordinates them), then one at a time
     # measures the finalists
     with contextlib.nullcontext() if request.shared else folder_lock(request.out, "search"):
         made = _run_workers(request) if request.search_workers > 1 else 0
-        ran = search_loop(run.space, scorer.metrics, request, rank=scorer.rank, generator=arch_generator(run),
+        ran = search_loop(run.space, evaluate, request, rank=scorer.rank, generator=arch_generator(run),
                           latency=table)
         ran = _with_new(ran, made)
         with folder_lock(request.out, "search") if request.shared and request.finalists else contextlib.nullcontext():

@@ -1,0 +1,184 @@
+"""A family in one command: one search answers several budgets (`nas.search_family`).
+
+The members are searched in ascending budget order, each an ordinary one-budget search in its
+own folder (`nas.engine.searching.family`), with `trials` evaluations each, sharing what they
+learn:
+- an arch an earlier member evaluated is not evaluated again: the score and the weights are
+  the family's, so its earlier record is told again, marked `reused_from` (the member folder
+  that evaluated it);
+- each later member starts from the earlier members' answers, which meet its larger budget:
+  they are evaluated (reused) first, then the searcher proposes its own;
+- each member's first proposals cover its budget's neighbourhood: the searcher's window (the
+  costs from the previous member's budget up to this one's; see `SearchRequest.window`).
+Every member's request is built and checked before the first is searched. Re-running the same
+command continues the family: a finished member evaluates nothing, a killed one resumes from its
+results.jsonl as a one-budget search does; family.json lists the members found so far.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from nas.core.arch import Arch, arch_id
+from nas.core.costs import BY_NAME
+from nas.core.errors import ConfigError
+from nas.core.files import check_writable
+from nas.core.locks import folder_lock
+from nas.engine.searching.costs import Constraints
+from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
+from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
+from nas.engine.searching.request import SearchRequest, build_request, search_id
+
+if TYPE_CHECKING:
+    from nas.engine.run import Run
+    from nas.engine.searching.results import SearchResult
+
+REUSED = "reused_from"      # a member's record of an arch an earlier member evaluated: that member's folder
+Evaluate = Callable[[Arch], Mapping[str, Any]]
+
+
+class SharedEvaluations:
+    """The family's evaluations by arch_id: `wrap(evaluate)` evaluates only archs no earlier
+    member evaluated, and tells the earlier record again for the others."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, dict[str, Any]] = {}
+        self.evaluated = 0      # evaluations made by this process
+
+    def add(self, records: list[dict[str, Any]], folder: str) -> None:
+        """A finished member's records (`folder`: its folder's name)."""
+        for record in records:
+            self.known.setdefault(record["arch_id"], {**record, REUSED: record.get(REUSED, folder)})
+
+    def wrap(self, evaluate: Evaluate) -> Evaluate:
+        def shared(arch: Arch) -> Mapping[str, Any]:
+            earlier = self.known.get(arch_id(arch))
+            if earlier is not None:
+                return earlier
+            self.evaluated += 1
+            return evaluate(arch)
+        return shared
+
+
+def family_id(searcher: str, budgets: FamilyBudgets, seed: int, score: str) -> str:
+    """The family folder's default name, from the arguments: `family-evolution-macs3.2M-6.1M-n3-s0`
+    (the first and last budgets and the count; the score unless `supernet`, as a one-budget
+    search's name has it)."""
+    cost = BY_NAME[budgets.cost]
+    span = cost.folder_part(budgets.budgets[0]) + "-" + cost.folder_part(budgets.budgets[-1])[len(cost.name):]
+    tail = search_id(searcher, Constraints(), seed, None, score)[len(searcher):]     # [-score-X]-sS
+    return f"family-{searcher}-{span}-n{len(budgets.budgets)}{tail}"
+
+
+def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None, max_params: Any = None,
+                  max_latency_ms: Any = None, members: int | None = None, device: Any = None, batch: int = 1,
+                  trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
+                  out: str | Path | None = None, options: Mapping[str, Any] | None = None, workers: int = 1,
+                  progress: bool = True, score: str = "auto", finalists: int = 0, finalist_steps: int | None = None,
+                  latency_table: str | None = None, predict_missing: bool = False,
+                  ships: str | None = None) -> FamilyResult:
+    """Search the run for one subnet per budget, sharing evaluations (`nas search` with a budget
+    list or `--members`; see the module docstring).
+
+    Exactly one of `max_macs`, `max_params`, `max_latency_ms` is a list (or a comma-separated
+    string: `"35%,50%,75%"`), or `members=K` asks K MACs budgets from 20% to 80% of the MACs range;
+    the other budgets, one value each, are shared by every member. `trials` is per member; `study`
+    (with a shared Optuna storage) names member k's study `<study>-m<k>`. The other arguments are
+    `nas.search`'s. Returns the members' results and the family folder (`out`, default
+    `runs/NAME/search/family-...`, named after the arguments so that re-running continues it).
+    """
+    from nas.engine.searching.stage import check_search, search_request
+
+    plan = family_budgets(run, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
+                          members=members)
+    requests = [build_request(run, searcher, **plan.member(k), device=device, batch=batch, trials=trials, seed=seed,
+                              storage=storage, study=None if study is None else f"{study}-m{k + 1}",
+                              out=Path("."), options=options, worker=0, workers=workers, progress=progress,
+                              score=score, finalists=finalists, finalist_steps=finalist_steps,
+                              latency_table=latency_table, predict_missing=predict_missing, ships=ships)
+                for k in range(len(plan.budgets))]
+    first = requests[0]
+    folder = Path(out) if out is not None else run.dir.search(family_id(searcher, plan, seed, first.score))
+    check_writable(folder, "out" if out is not None else "RUN")
+    requests = [_placed(request, folder, plan, k, study) for k, request in enumerate(requests)]
+    for request in requests:
+        check_search(run, request)
+    record = _family_record(plan, first, trials)
+    shared = SharedEvaluations()
+    results: list[SearchResult] = []
+    with folder_lock(folder, "family search"):
+        _check_resumed(folder, record)
+        for k, request in enumerate(requests):
+            earlier = tuple(r.best for r in results)
+            request = dataclasses.replace(request, first=_first(request.first, earlier),
+                                          window=_window(plan, k))
+            if progress:
+                print(f"family member {k + 1}/{len(requests)}: {BY_NAME[plan.cost].param} {plan.specs[k]}",
+                      file=sys.stderr)
+            result = search_request(run, request, shared.wrap)
+            shared.add(result.trials, request.out.name)
+            results.append(result)
+            write_family(folder, _with_members(record, plan, results))
+    data = _with_members(record, plan, results)
+    return FamilyResult(folder, plan.cost, list(plan.budgets), list(plan.specs), results,
+                        data["evaluations"], shared.evaluated, data)
+
+
+def _placed(request: SearchRequest, folder: Path, plan: FamilyBudgets, k: int, study: str | None) -> SearchRequest:
+    """Member k's request in its folder (a shared study's journal file in it too)."""
+    out = folder / member_dir(k + 1, plan.cost, plan.budgets[k])
+    storage = request.storage
+    if storage is not None and storage.startswith("journal:///") and storage.endswith("/optuna.journal"):
+        storage = f"journal:///{(out / 'optuna.journal').resolve()}"      # the default: one per member
+    name = request.study if study is not None or request.study is None else out.name
+    return dataclasses.replace(request, out=out, storage=storage, study=name)
+
+
+def _first(anchors: tuple[Arch, ...], earlier: tuple[Arch, ...]) -> tuple[Arch, ...]:
+    """The anchors, then the earlier members' answers, each once."""
+    first: dict[str, Arch] = {}
+    for arch in (*anchors, *earlier):
+        first.setdefault(arch_id(arch), dict(arch))
+    return tuple(first.values())
+
+
+def _window(plan: FamilyBudgets, k: int) -> dict[str, float] | None:
+    """Where member k's first proposals go: above the previous member's budget (None for the
+    first member: the searcher's own window below its budget)."""
+    return {plan.cost: plan.budgets[k - 1]} if k else None
+
+
+def _family_record(plan: FamilyBudgets, request: SearchRequest, trials: int) -> dict[str, Any]:
+    """family.json without its members."""
+    source = request.source
+    return {"kind": "family", "cost": plan.cost, "budget_specs": list(plan.specs), "budgets": list(plan.budgets),
+            "other_budgets": {name: value for name, value in request.constraints.budgets().items()
+                              if name != plan.cost},
+            "members": [], "searcher": request.searcher, "score": request.score,
+            "score_reason": request.score_reason, "seed": request.seed, "trials": trials, "evaluations": 0,
+            "source": None if source is None else {"run": source.run, "checkpoint": source.checkpoint,
+                                                   "step": source.step},
+            "latency_table": request.latency_table, "device": request.device, "batch": request.batch}
+
+
+def _with_members(record: dict[str, Any], plan: FamilyBudgets, results: list[SearchResult]) -> dict[str, Any]:
+    members = [{"index": k + 1, "budget": plan.budgets[k], "budget_spec": plan.specs[k], "dir": r.dir.name,
+                "arch_id": r.arch_id, "arch": r.best, "macs": r.macs, "params": r.params, "latency_ms": r.latency_ms,
+                "val_top1": r.val_top1, "score": r.score, "score_value": r.score_value}
+               for k, r in enumerate(results)]
+    distinct = {t["arch_id"] for r in results for t in r.trials}
+    return {**record, "members": members, "evaluations": len(distinct)}
+
+
+def _check_resumed(folder: Path, record: dict[str, Any]) -> None:
+    """Refuse to continue a family folder searched with other settings."""
+    if not (folder / FAMILY).is_file():
+        return
+    stored = read_family(folder)
+    keys = ("cost", "budgets", "other_budgets", "searcher", "score", "seed", "trials", "source")
+    diffs = [f"{key} {stored.get(key)} there, {record[key]} now" for key in keys if stored.get(key) != record[key]]
+    if diffs:
+        raise ConfigError(f"{folder}: a family searched with other settings ({'; '.join(diffs)})", param="out",
+                          fix="repeat the same command to continue it, or give another {out}")

@@ -1,0 +1,161 @@
+"""A family in one command (`nas search --max-macs 35%,50%,75%`, `nas.search_family`): one subnet per
+budget, members searched in ascending order sharing their evaluations, resumable; bad lists refused."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from estimators.base import Estimator, EstimatorContext
+from nas import api, cli
+from nas.core.arch import Arch, arch_id
+from nas.core.errors import SearchError
+from nas.core.registry import ESTIMATORS, Entry, NoOptions
+from nas.engine.searching.family import FAMILY, is_family, read_family, write_family
+from nas.engine.searching.family_budgets import member_specs
+from nas.engine.searching.family_search import REUSED
+
+
+class FavoursMax(Estimator):
+    """A planted score: the more MACs, the better (each member's answer is the largest arch its
+    budget admits); it counts the archs it scores."""
+
+    name = "test-favours-max"
+    scored: list[str] = []
+
+    def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
+        FavoursMax.scored.extend(arch_id(context.space.canonical(a)) for a in archs)
+        return [float(context.space.macs(a)) for a in archs]
+
+
+@pytest.fixture
+def favours_max(monkeypatch):
+    monkeypatch.setitem(ESTIMATORS._entries, FavoursMax.name, Entry(FavoursMax.name, FavoursMax, NoOptions))
+    FavoursMax.scored = []
+    return FavoursMax.scored
+
+
+BUDGETS = ["20%", "60%"]
+SMALL = ["10%", "20%"]      # 36 and 78 archs of the tiny space
+
+
+def _family(run, out, **options):
+    options = {"max_macs": BUDGETS, "trials": 12, **options}
+    return api.search_family(run, "evolution", out=out, progress=False, score=FavoursMax.name, **options)
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _budget(space, spec: str) -> float:
+    low, high = space.macs(space.min()), space.macs(space.max())
+    return low + float(spec[:-1]) / 100 * (high - low)
+
+
+def test_a_planted_two_budget_family_answers_each_budget_with_its_largest_arch(trained, favours_max, tmp_path):
+    run = api.load_run("tiny", trained)
+    space = run.space
+    family = _family(run, tmp_path / "fam", trials=100, max_macs=SMALL)      # more than either budget admits
+    archs = {arch_id(space.canonical(a)): space.canonical(a) for a in space.enumerate()}
+    assert len(family.members) == 2 and family.budgets == [_budget(space, s) for s in SMALL]
+    for member, budget in zip(family.members, family.budgets):
+        feasible = [a for a in archs.values() if space.macs(a) <= budget]
+        assert member.macs == max(space.macs(a) for a in feasible) <= budget
+        assert member.evaluated == len(feasible)
+    assert family.members[0].arch_id != family.members[1].arch_id
+    record = read_family(tmp_path / "fam")
+    assert [m["arch_id"] for m in record["members"]] == [m.arch_id for m in family.members]
+    assert [m["dir"] for m in record["members"]] == [m.dir.name for m in family.members]
+    assert record["evaluations"] == len({a for a in archs if space.macs(archs[a]) <= family.budgets[1]})
+    assert (record["cost"], record["budget_specs"], record["trials"]) == ("macs", SMALL, 100)
+    # each member's folder is an ordinary search folder
+    summary = api.search_summary(family.members[1].dir)
+    assert summary["arch_id"] == family.members[1].arch_id
+
+
+def test_members_share_evaluations_and_a_rerun_evaluates_nothing(trained, favours_max, tmp_path):
+    run = api.load_run("tiny", trained)
+    family = _family(run, tmp_path / "fam")
+    first, second = family.members
+    assert len(favours_max) == len(set(favours_max)), "an arch was scored twice"
+    earlier = {r["arch_id"] for r in first.trials}
+    reused = [r for r in _lines(second.dir / "results.jsonl") if r["arch_id"] in earlier]
+    assert reused and all(r[REUSED] == first.dir.name for r in reused)
+    assert first.best == reused[0]["arch"], "the second member starts from the first's answer"
+    assert family.new == len(favours_max) == family.evaluations
+    favours_max.clear()
+    again = _family(run, tmp_path / "fam")
+    assert favours_max == [] and again.new == 0
+    assert [m.arch_id for m in again.members] == [m.arch_id for m in family.members]
+
+
+def test_a_member_killed_midway_resumes_without_evaluating_the_finished_one(trained, favours_max, tmp_path):
+    run = api.load_run("tiny", trained)
+    family = _family(run, tmp_path / "fam")
+    second = family.members[1].dir / "results.jsonl"
+    kept = _lines(second)[:5]
+    second.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    (family.members[1].dir / "summary.json").unlink()
+    favours_max.clear()
+    again = _family(run, tmp_path / "fam")
+    assert len(favours_max) == again.new == 12 - len(kept) - sum(REUSED in r for r in _lines(second)[5:])
+    assert not set(favours_max) & {r["arch_id"] for r in family.members[0].trials}
+
+
+def test_members_k_are_evenly_spaced_and_a_family_has_its_default_folder(trained, favours_max, tmp_path):
+    assert member_specs(5) == ["20%", "35%", "50%", "65%", "80%"] and member_specs(1) == ["50%"]
+    run = api.load_run("tiny", trained)
+    family = api.search_family(run, "random", members=2, trials=3, progress=False, score=FavoursMax.name)
+    assert family.budget_specs == ["20%", "80%"] and is_family(family.dir)
+    assert family.dir == run.dir.search(f"family-random-macs{family.dir.name.split('-macs')[1]}")
+    assert family.dir.name.endswith("-n2-score-test_favours_max-s0")
+
+
+def _cli(capsys, trained, tmp_path, *flags: str) -> tuple[int, str]:
+    code = cli.main(["search", "tiny", "--runs-dir", str(trained), "--score", FavoursMax.name, "--quiet",
+                     "--trials", "3", "--out", str(tmp_path / "fam"), *flags])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, problem", [
+    (["--max-macs", ","], "--max-macs: an empty budget in the list ','"),
+    (["--max-macs", "50%,20%"], "--max-macs: a family's budgets must be strictly increasing (no duplicates), got "
+                                "50% ("),
+    (["--max-macs", "20%,20%"], "--max-macs: a family's budgets must be strictly increasing"),
+    (["--max-params", "1K,2M"], "--max-params: 0.001M is below the cheapest subnet"),
+    (["--max-macs", "20%,50%", "--max-params", "1M,2M"], "--max-macs: a family's budgets are on one cost, and "
+                                                         "--max-params holds a list too"),
+    (["--members", "2", "--max-macs", "50%"], "--members: gives the MACs budgets"),
+    (["--members", "0"], "--members: must be an integer >= 1, got 0"),
+])
+def test_a_bad_budget_list_is_one_line_and_exit_2(trained, favours_max, tmp_path, capsys, flags, problem):
+    code, err = _cli(capsys, trained, tmp_path, *flags)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and problem in err, err
+    assert not (tmp_path / "fam").exists() and favours_max == []
+
+
+def test_the_cli_prints_one_line_per_member_and_the_family_as_json(trained, favours_max, tmp_path, capsys):
+    code = cli.main(["search", "tiny", "--runs-dir", str(trained), "--score", FavoursMax.name, "--quiet",
+                     "--trials", "3", "--out", str(tmp_path / "fam"), "--max-macs", "20%,60%"])
+    out = capsys.readouterr().out.splitlines()
+    family = read_family(tmp_path / "fam")
+    assert code == 0 and len(out) == 3
+    assert [line.split(":")[0] for line in out[:2]] == [m["dir"] for m in family["members"]]
+    assert all(m["arch_id"] in line and f"({m['budget_spec']})" in line for m, line in zip(family["members"], out))
+    assert out[2].startswith(f"family of 2 in {tmp_path / 'fam'}: {family['evaluations']} distinct archs evaluated "
+                             f"({len(favours_max)} now)")
+    assert cli.main(["search", "tiny", "--runs-dir", str(trained), "--score", FavoursMax.name, "--quiet",
+                     "--trials", "3", "--out", str(tmp_path / "fam"), "--max-macs", "20%,60%", "--json"]) == 0
+    assert {k: v for k, v in json.loads(capsys.readouterr().out).items() if k not in ("dir", "new")} == family
+
+
+def test_a_damaged_family_json_is_one_line_naming_it(tmp_path):
+    (tmp_path / FAMILY).write_text('{"kind": "family", "cost": "macs"}')
+    with pytest.raises(SearchError, match=rf"^{tmp_path / FAMILY}: not a family search's record \('budget_specs' is "
+                                          r"missing or not a list\)"):
+        read_family(tmp_path)
+    with pytest.raises(SearchError, match="would not be readable"):
+        write_family(tmp_path, {"kind": "family"})
+    assert not is_family(tmp_path / "nothing")
