@@ -46,28 +46,10 @@ def test_the_planted_members_differ_and_each_is_within_its_budget(planted):
 
 
 @pytest.mark.slow
-def test_a_member_is_exported_exactly_as_its_one_budget_export(fresh, tmp_path):
-    runs, family = fresh
-    run = api.load_run(runs / "tiny", device="cpu")
-    result = api.export_family(run, family, TUNE, progress=False)
-    first = member_dirs(family)[0]
-    alone = api.export_subnet(run, str(first / "best.yaml"), out=tmp_path / "alone", finetune=TUNE, progress=False)
-    member = Path(result.members[0]["export_dir"])
-    assert member == runs / "tiny" / "export" / alone.arch_id
-    assert (member / "weights.safetensors").read_bytes() == (alone.dir / "weights.safetensors").read_bytes()
-    ours, theirs = (json.loads((d / "metrics.json").read_text()) for d in (member, alone.dir))
-    for record in (ours, theirs):
-        record["finetune"].pop("seconds")
-    assert ours == theirs
-    written = json.loads((family / api.FAMILY_EXPORT).read_text())
-    assert [m["arch_id"] for m in written["members"]] == [m["arch_id"] for m in result.members]
-    assert written["members"][1]["test_top1"] == json.loads((Path(result.members[1]["export_dir"]) / "metrics.json")
-                                                            .read_text())["test_top1"]
-    assert written["step"] == run.step and written["finetune"]["steps"] == 2
-
-
-@pytest.mark.slow
-def test_a_kill_between_members_resumes_without_retraining_the_finished_one(fresh, monkeypatch):
+def test_a_killed_family_export_resumes_past_the_finished_member_and_ships_one_budget_exports(fresh, monkeypatch,
+                                                                                             tmp_path):
+    """A kill between members: the rerun keeps member 1 untouched and fine-tunes member 2 only; and
+    each member's export is the one-budget export of its arch, byte for byte."""
     runs, family = fresh
     run = api.load_run(runs / "tiny", device="cpu")
     real_export, real_finetune = family_module.export_subnet, finetune_module.finetune_subnet
@@ -91,8 +73,23 @@ def test_a_kill_between_members_resumes_without_retraining_the_finished_one(fres
                         lambda run, arch, *a, **k: tuned.append(run.space.canonical(arch)) or real_finetune(run, arch, *a, **k))
     result = api.export_family(run, family, TUNE, progress=False)
     assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in first.iterdir()} == before
-    assert [api.resolve_arch(run.space, str(member_dirs(family)[1] / "best.yaml"))] == tuned
+    second = member_dirs(family)[1] / "best.yaml"
+    assert [api.resolve_arch(run.space, str(second))] == tuned
     assert [m["kept"] for m in result.members] == [True, False]
+
+    alone = api.export_subnet(run, str(second), out=tmp_path / "alone", finetune=TUNE, progress=False)
+    member = Path(result.members[1]["export_dir"])
+    assert member == runs / "tiny" / "export" / alone.arch_id
+    assert (member / "weights.safetensors").read_bytes() == (alone.dir / "weights.safetensors").read_bytes()
+    ours, theirs = (json.loads((d / "metrics.json").read_text()) for d in (member, alone.dir))
+    for record in (ours, theirs):
+        record["finetune"].pop("seconds")
+    assert ours == theirs
+    written = json.loads((family / api.FAMILY_EXPORT).read_text())
+    assert [m["arch_id"] for m in written["members"]] == [m["arch_id"] for m in result.members]
+    assert [m["test_top1"] for m in written["members"]] == [
+        json.loads((Path(m["export_dir"]) / "metrics.json").read_text())["test_top1"] for m in result.members]
+    assert written["step"] == run.step and written["finetune"]["steps"] == 2
 
 
 def test_an_export_counts_as_finished_only_with_the_same_arch_step_run_and_fine_tune(trained, tmp_path):
