@@ -81,9 +81,12 @@ def finetune_settings(settings: FinetuneConfig, run: Run) -> dict[str, Any]:
             "distill": settings.distill if steps else False, "seed": settings.seed}
 
 
-def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, Any],
+             export_format: str = "pt2") -> dict[str, Any] | None:
     """The metrics.json of `export_dir` when it is `member_id` exported from this run's step with
-    the `wanted` fine-tune (`finetune_settings`), else None."""
+    the `wanted` fine-tune (`finetune_settings`) in `export_format`, else None."""
+    if export_format == "onnx" and not (export_dir / "model.onnx").is_file():
+        return None
     try:
         record = json.loads((export_dir / "metrics.json").read_text())
     except (OSError, ValueError):
@@ -151,7 +154,7 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
     settings = run.config.export.finetune if finetune is None else finetune
     wanted = finetune_settings(settings, run)
     planned = check_family(run, folder, family, export_format)
-    members = ship_members(planned, lambda out_dir, member_id: finished(out_dir, member_id, run, wanted),
+    members = ship_members(planned, lambda out_dir, ident: finished(out_dir, ident, run, wanted, export_format),
                            lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,
                                                            finetune=settings, progress=progress).record,
                            previous_seconds(folder), progress)
@@ -203,7 +206,8 @@ def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
 
 def write_family_export(result: FamilyExport) -> FamilyExport:
     """Write `result` as family_export.json in its family folder; returns it."""
-    write_json(result.folder / FAMILY_EXPORT, {key: value for key, value in result.to_json().items() if key != "folder"})
+    record = {key: value for key, value in result.to_json().items() if key != "folder"}
+    write_json(result.folder / FAMILY_EXPORT, record)
     return result
 
 

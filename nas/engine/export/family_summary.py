@@ -30,12 +30,14 @@ def _how(shipped: Mapping[str, Any]) -> str:
     if shipped.get("shipped") == "scratch":
         return "trained alone"
     if isinstance(tuned, Mapping):
-        return f"fine-tuned {100 * tuned.get('fraction_of_run', 0):.0f}%" + (" +distill" if tuned.get("distill") else "")
+        distilled = " +distill" if tuned.get("distill") else ""
+        return f"fine-tuned {100 * tuned.get('fraction_of_run', 0):.0f}%{distilled}"
     return "inherited"
 
 
 def _member_row(folder: Path, member: Mapping[str, Any]) -> dict[str, Any]:
-    row = {key: member.get(key) for key in ("index", "budget", "budget_spec", "arch_id", "macs", "params", "latency_ms")}
+    keys = ("index", "budget", "budget_spec", "arch_id", "macs", "params", "latency_ms")
+    row = {key: member.get(key) for key in keys}
     shipped = read_shipped(folder / member["dir"], member["arch_id"])
     if shipped is None:
         return {**row, "exported": False}
@@ -66,7 +68,8 @@ def family_summary(folder: str | Path) -> dict[str, Any]:
     return {"folder": str(folder), "cost": family["cost"], "budget_specs": family["budget_specs"],
             "searcher": family["searcher"], "score": family["score"], "evaluations": family["evaluations"],
             "trials": family["trials"], "source": source, "latency_table": family.get("latency_table"),
-            "run": run, "members": rows, "min_subnet": exported.get("min_subnet"), "max_subnet": exported.get("max_subnet"),
+            "run": run, "members": rows, "min_subnet": exported.get("min_subnet"),
+            "max_subnet": exported.get("max_subnet"),
             "finetune": exported.get("finetune"), "not_exported": missing,
             "export_command": f"nas export {run} --family {folder}" if missing else None,
             "note": None if scratch or source is None else _run_note(Path(source["run"]))}
@@ -117,8 +120,9 @@ def format_family_summary(summary: Mapping[str, Any]) -> str:
         low = row.get("min_subnet")
         if low:
             ship_min = f"nas export {summary['run']} --arch min"
-            lines.append(f"  ! member {row['index']} is not above the cheaper min subnet {low['arch_id']} on validation "
-                         f"({_pct(row['val_top1'])} vs {_pct(low['val_top1'])}; its test {_pct(low.get('test_top1'))}): "
+            lines.append(f"  ! member {row['index']} is not above the cheaper min subnet {low['arch_id']} on "
+                         f"validation ({_pct(row['val_top1'])} vs {_pct(low['val_top1'])}; its test "
+                         f"{_pct(low.get('test_top1'))}): "
                          f"its budget is served as well by the min subnet ({ship_min})")
     if summary["not_exported"]:
         lines.append(f"not exported yet: member{'s' if len(summary['not_exported']) > 1 else ''} "
