@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Run", "build_space", "build_supernet", "evaluate", "export_subnet", "fidelity", "ground_truth",
-           "latency_table", "load_config", "load_run", "search", "search_family", "space_summary", "train",
-           "train_summary"]
+__all__ = ["Run", "build_space", "build_supernet", "evaluate", "export_family", "export_subnet", "fidelity",
+           "ground_truth", "latency_table", "load_config", "load_run", "search", "search_family", "space_summary",
+           "train", "train_summary"]
 
 if TYPE_CHECKING:
     from nas.api import (
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         build_space,
         build_supernet,
         evaluate,
+        export_family,
         export_subnet,
         fidelity,
         ground_truth,

@@ -13,6 +13,9 @@ from nas.core.config import load_config
 from nas.engine.evaluator import SPLITS, EvalResult
 from nas.engine.export import FORMATS as EXPORT_FORMATS
 from nas.engine.export import ExportResult, export_subnet
+from nas.engine.export.family import FAMILY_EXPORT, FamilyExport, export_family
+from nas.engine.export.family_summary import format_family_summary, summarise_family
+from nas.engine.export.scratch import cheaper_path_note, export_family_from_scratch
 from nas.engine.export.shipped import format_shipped, read_shipped, shipped_status
 from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
@@ -44,15 +47,17 @@ from nas.engine.training.stage import resume_config, run_name, train
 from nas.engine.training.summary import TrainSummary, train_summary
 from nas.engine.untrained import check_untrained_search, names_a_run, untrained_run
 
-__all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FamilyResult", "FidelityResult", "GenerateResult",
-           "GroundTruthResult", "Run", "SPLITS", "SearchResult", "TrainSummary", "arch_generator", "budget_list",
-           "build_space", "build_strategy", "build_supernet", "check_untrained_search", "evaluate", "export_subnet",
-           "fidelity", "format_fidelity_summary", "format_search_summary", "format_shipped", "format_space_summary",
-           "generate", "ground_truth", "is_family", "latency_fit", "latency_table", "load_config", "load_run",
-           "load_source", "load_splits", "load_weights", "names_a_run", "read_family", "read_shipped", "resolve_arch",
-           "resolve_budget", "resume_config", "run_name", "run_space_summary", "search", "search_family",
-           "search_summary", "shipped_status", "space_summary", "standalone_model", "train", "train_summary",
-           "untrained_run"]
+__all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FAMILY_EXPORT", "FamilyExport", "FamilyResult",
+           "FidelityResult", "GenerateResult", "GroundTruthResult", "Run", "SPLITS", "SearchResult", "TrainSummary",
+           "arch_generator", "budget_list", "build_space", "build_strategy", "build_supernet", "cheaper_path_note",
+           "check_untrained_search", "evaluate", "export_family", "export_family_from_scratch", "export_subnet",
+           "fidelity", "format_family_summary", "format_fidelity_summary", "format_search_summary",
+           "format_shipped", "format_space_summary", "generate", "ground_truth", "is_family", "latency_fit",
+           "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights", "names_a_run",
+           "read_family", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",
+           "run_space_summary", "search", "search_family", "search_summary", "shipped_status", "space_summary",
+           "standalone_model",
+           "summarise_family", "train", "train_summary", "untrained_run"]
 
 
 def latency_fit(target: str, timings: str, column: str = "latency_ms", priors: tuple[str, ...] = (),

@@ -164,6 +164,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from nas import api
+    if args.family is not None:
+        return cmd_export_family(args)
     run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
     settings = _finetune_settings(args, run)
     if args.distill and run.space.canonical(api.resolve_arch(run.space, args.arch)) == \
@@ -186,6 +188,41 @@ def cmd_export(args: argparse.Namespace) -> int:
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+def cmd_export_family(args: argparse.Namespace) -> int:
+    from nas import api
+    if args.out is not None:
+        raise ConfigError("--out: a family's members are exported to runs/NAME/export/<arch_id>, as one export each; "
+                          "leave --out out with --family")
+    if api.names_a_run(args.run, args.runs_dir) or not _names_a_config(args.run):
+        run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+        result = api.export_family(run, args.family, _finetune_settings(args, run), args.format)
+    else:      # a config: each member trained alone from scratch with its recipe
+        given = [flag for flag, value in (("--finetune", args.finetune), ("--finetune-lr", args.finetune_lr),
+                                          ("--distill", args.distill)) if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]}: the members of a config's family are trained alone from scratch with the "
+                              "config's recipe; fine-tune options apply to a trained run")
+        result = api.export_family_from_scratch(api.load_config(args.run), args.family, args.format, args.device)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        for member in result.members:
+            print(f"member {member['index']}: {member['arch_id']} ({member['shipped']}) in {member['export_dir']}: "
+                  f"val top-1 {member['val_top1']:.4f}, test top-1 {member['test_top1']:.4f}")
+        print(f"family export written to {Path(args.family) / api.FAMILY_EXPORT}; see it with: nas summary {args.family}")
+    if result.run is not None:
+        _cheaper_path(result.run)
+    return 0
+
+
+def _cheaper_path(run_dir: Any) -> None:
+    """Say on stderr when the run's supernet does not pay for itself, and the cheaper path."""
+    from nas import api
+    note = api.cheaper_path_note(api.load_config(Path(run_dir) / "config.yaml"), Path(run_dir) / "config.yaml")
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _finetune_settings(args: argparse.Namespace, run: Any) -> Any:
@@ -265,6 +302,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if run.step or run.checkpoint.is_file():      # an untrained config has no run to export from
             print(f"export it with: nas export {run.dir.root} --arch {result.dir / 'best.yaml'}"
                   + _finetune_flag(args.ships, run.config.export.finetune.enabled))
+            _cheaper_path(run.dir.root)
     return 0
 
 
@@ -321,15 +359,22 @@ def _search_family(args: argparse.Namespace, run: Any) -> int:
         print(f"{member.dir.name}: {cost} budget {budget} ({family.budget_specs[k]}): "
               f"{_named(run.space, member.arch_id, member.best)}, MACs {format_amount(member.macs)}, params "
               f"{format_amount(member.params)}{latency}, {_scored(member)}")
-    export = (f"; export each with: nas export {run.dir.root} --arch {family.dir}/m<k>-.../best.yaml"
+    trained = run.step or run.checkpoint.is_file()
+    export = (f"; export it with: nas export {run.dir.root} --family {family.dir}"
               + _finetune_flag(args.ships, run.config.export.finetune.enabled))
     print(f"family of {len(family.members)} in {family.dir}: {family.evaluations} distinct archs evaluated "
-          f"({family.new} now)" + (export if run.step or run.checkpoint.is_file() else ""))
+          f"({family.new} now)" + (export if trained else ""))
+    if trained:
+        _cheaper_path(run.dir.root)
     return 0
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from nas import api
+    if api.is_family(args.search_dir):
+        summary = api.summarise_family(args.search_dir)
+        print(json.dumps(summary, indent=2) if args.json else api.format_family_summary(summary))
+        return 0
     summary = api.search_summary(args.search_dir)
     shipped, stale = api.shipped_status(args.search_dir, summary["arch_id"])
     if args.json:
@@ -456,8 +501,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", default="val", choices=SPLITS, help="split to score (default val)")
     evaluate.set_defaults(func=cmd_eval)
 
-    export = commands.add_parser("export", help="export a subnet as a standalone model")
-    _add_run_args(export)
+    export = commands.add_parser("export", help="export a subnet as a standalone model, or every member of a family")
+    _add_run_args(export, arch=False)
+    what = export.add_mutually_exclusive_group(required=True)
+    what.add_argument("--arch", help=_arch_help())
+    what.add_argument("--family", metavar="FAMILY_DIR",
+                      help="a family search folder: export every member (each as --arch MEMBER/best.yaml would, "
+                      "resumably member by member), then write FAMILY_DIR/family_export.json; with a config in "
+                      "place of RUN, train each member alone from scratch with the config's recipe instead (into "
+                      "FAMILY_DIR/export/<arch_id>)")
     export.add_argument("--out", help="output directory (default runs/NAME/export/<arch_id>)")
     export.add_argument("--format", default="pt2", choices=EXPORT_FORMATS,
                         help="pt2 (default): model.pt2 and weights; onnx: model.onnx too "
@@ -529,7 +581,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.set_defaults(func=cmd_search)
 
     summary = commands.add_parser("summary", help="a finished search's answer: the chosen subnet, its costs against "
-                                  "the budgets and how it was chosen")
+                                  "the budgets and how it was chosen; for a family folder, a table of its members "
+                                  "and family.png")
     summary.add_argument("search_dir", metavar="SEARCH_DIR", help="the search folder (nas search --out, or "
                          "runs/NAME/search/<id>)")
     summary.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (without the trials)")

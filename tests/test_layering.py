@@ -71,10 +71,11 @@ STAGES = ("nas.engine.training", "nas.engine.searching", "nas.engine.fidelity", 
 # stage -> the other stages it may import: a standalone training (fidelity) and a finalist's
 # fine-tune (searching) reuse the trainer's optimizer, gradient clipping and schedules; an
 # export's fine-tune is a standalone training from the inherited weights (fidelity's loop); a
-# search reads the latency stage's tables (and builds the run's first when missing)
+# search reads the latency stage's tables (and builds the run's first when missing); a
+# family's export and summary read the family search's record (`nas.engine.searching.family`)
 STAGE_IMPORTS = {"nas.engine.fidelity": {"nas.engine.training"},
                  "nas.engine.searching": {"nas.engine.training", "nas.engine.latency"},
-                 "nas.engine.export": {"nas.engine.training", "nas.engine.fidelity"}}
+                 "nas.engine.export": {"nas.engine.training", "nas.engine.fidelity", "nas.engine.searching"}}
 
 
 def stage_of(module: str) -> str | None:

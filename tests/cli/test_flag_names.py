@@ -149,6 +149,8 @@ COMMAND_LINES_KEPT = {
     "nas/engine/export/shipped.py": "(nas export RUN --arch ",  # the warning kept in the export's metrics.json
     "nas/engine/fidelity/report.py": "(nas search --score calibrated)",  # the fidelity report
     "nas/engine/searching/summary.py": "no finalists stage",           # the search summary
+    "nas/engine/export/family_summary.py": "nas export ",   # the family table's commands (a report for people)
+    "nas/engine/export/scratch.py": " DIR",   # the cheaper path's two commands (DIR: the family folder), a note
 }
 
 

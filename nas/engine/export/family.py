@@ -1,0 +1,238 @@
+"""Ship a whole family: every member of a family search exported as a one-budget export would be.
+
+A family folder (`nas.engine.searching.family`) holds one ordinary search folder per member;
+`export_family` exports each member's `best.yaml` through `export_subnet`, with the same
+fine-tune settings for every member, so a member's export is byte for byte the export of the
+same arch by `nas export RUN --arch MEMBER/best.yaml` (and it writes that member folder's
+`shipped.json` too). Then `family_export.json` in the family folder lists what was shipped.
+
+Everything is checked before any training: the folder is a family, the run is the one it was
+searched on (same space fingerprint; same checkpoint step when it was searched on trained
+weights), every member's arch file is there and every export folder can be written. The export
+resumes member by member: a member whose export folder already holds the same arch exported
+from the same run step with the same fine-tune settings is kept, not trained again; a member
+killed inside its fine-tune resumes that fine-tune (`nas.engine.export.finetune`).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from nas.core.arch import arch_id
+from nas.core.config import FinetuneConfig
+from nas.core.errors import NasError, SearchError
+from nas.core.files import write_json
+from nas.engine.export import check_export_dir, check_format, export_subnet
+from nas.engine.json_result import JsonResult
+from nas.engine.export.shipped import read_shipped, write_shipped
+from nas.engine.run import Run, resolve_arch
+from nas.engine.searching.family import read_family
+
+FAMILY_EXPORT = "family_export.json"
+SEARCH_SETTINGS = "search.json"
+
+
+@dataclass(frozen=True)
+class FamilyExport(JsonResult):
+    """What `export_family` shipped: one entry per member (index, arch_id, export_dir, shipped,
+    val_top1, test_top1, inherited, finetune, seconds, kept), the run, its step, the fine-tune
+    settings, and the min and max subnets as the supernet holds them (arch_id, macs, params,
+    val_top1, test_top1: what the family is set beside). A family trained from scratch
+    (`nas.engine.export.scratch`) has no run (None), step 0, and no min and max subnets."""
+
+    folder: Path
+    run: str | None
+    step: int
+    finetune: dict[str, Any]
+    members: list[dict[str, Any]]
+    min_subnet: dict[str, Any] | None
+    max_subnet: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"members": self.members, "run": self.run, "step": self.step, "finetune": self.finetune,
+                "min_subnet": self.min_subnet, "max_subnet": self.max_subnet, "folder": str(self.folder)}
+
+
+def read_family_file(folder: str | Path, param: str = "family") -> dict[str, Any]:
+    """family.json of `folder` (`read_family`), its members all searched; `SearchError` naming
+    `param` otherwise."""
+    try:
+        family = read_family(folder)
+    except SearchError as e:
+        raise SearchError(e.problem, param=param, fix=e.fix) from None
+    if len(family["members"]) < len(family["budgets"]):
+        raise SearchError(f"{folder} is unfinished ({len(family['members'])} of {len(family['budgets'])} members "
+                          "searched)", param=param, fix="run the same family search again to finish it")
+    return family
+
+
+def finetune_settings(settings: FinetuneConfig, run: Run) -> dict[str, Any]:
+    """The fine-tune every member gets, as recorded: length, optimiser steps, peak lr, distill, seed."""
+    from nas.engine.export.finetune import finetune_steps, run_length
+
+    run_steps, epoch_steps = run_length(run)
+    steps = finetune_steps(settings.length, run_steps, epoch_steps) if settings.enabled else 0
+    lr = run.config.train.optimizer.lr if settings.lr is None else settings.lr
+    return {"length": str(settings.length), "steps": steps, "lr": lr if steps else None,
+            "distill": settings.distill if steps else False, "seed": settings.seed}
+
+
+def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, Any],
+             export_format: str = "pt2") -> dict[str, Any] | None:
+    """The metrics.json of `export_dir` when it is `member_id` exported from this run's step with
+    the `wanted` fine-tune (`finetune_settings`) in `export_format`, else None."""
+    if export_format == "onnx" and not (export_dir / "model.onnx").is_file():
+        return None
+    try:
+        record = json.loads((export_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("arch_id") != member_id or record.get("step") != run.step:
+        return None
+    if not isinstance(record.get("run"), str) or Path(record["run"]).resolve() != run.dir.root.resolve():
+        return None
+    tuned = record.get("finetune")
+    if not wanted["steps"]:
+        return record if tuned is None else None
+    same = isinstance(tuned, dict) and all(tuned.get(key) == wanted[key] for key in ("steps", "lr", "distill", "seed"))
+    return record if same else None
+
+
+def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_format: str, dir_param: str = "RUN"
+                 ) -> list[tuple[Mapping[str, Any], Path, Path]]:
+    """Each member with its arch file and export folder (`run.dir.export(arch_id)`), once everything
+    is checked (module docstring); raises `NasError` naming `family` (or `dir_param` for an export
+    folder that cannot be written) in one line."""
+    check_format(export_format)
+    planned = []
+    for member in family["members"]:
+        member_dir = folder / member["dir"]
+        arch_file = member_dir / "best.yaml"
+        if not arch_file.is_file():
+            raise SearchError(f"family: member {member['index']}: {arch_file} is missing; run the family search "
+                              "again to finish it")
+        fingerprint = _fingerprint(member_dir)
+        if fingerprint is not None and fingerprint != run.space.fingerprint():
+            raise SearchError(f"family: member {member['index']} was searched in another space (fingerprint "
+                              f"{fingerprint}, this run's is {run.space.fingerprint()}); export it from the run it "
+                              "was searched on")
+        try:
+            arch = resolve_arch(run.space, str(arch_file))
+        except NasError as e:
+            raise SearchError(f"family: member {member['index']}: {arch_file}: {e.problem}") from None
+        out_dir = run.dir.export(arch_id(arch))
+        check_export_dir(out_dir, dir_param, run.space.params(arch))
+        planned.append((member, arch_file, out_dir))
+    return planned
+
+
+def _fingerprint(member_dir: Path) -> str | None:
+    try:
+        settings = json.loads((member_dir / SEARCH_SETTINGS).read_text())
+    except (OSError, ValueError):
+        return None
+    return settings.get("space_fingerprint") if isinstance(settings, dict) else None
+
+
+def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None = None, export_format: str = "pt2",
+                  progress: bool = True) -> FamilyExport:
+    """Export every member of the family search in `folder` from `run` (module docstring): each as
+    `export_subnet(run, MEMBER/best.yaml, finetune=finetune)` would (default fine-tune: the run's
+    `export.finetune`), members already exported with the same settings kept; then write
+    `folder/family_export.json`. A tqdm bar over the members on stderr when `progress`."""
+    folder = Path(folder)
+    family = read_family_file(folder)
+    source = family.get("source")
+    if isinstance(source, Mapping) and source.get("step") != run.step:
+        raise SearchError(f"{folder} was searched on {source.get('run')} at step {source.get('step')} "
+                          f"({source.get('checkpoint')}), this run holds step {run.step} ({run.checkpoint.name})",
+                          param="family", fix="export it from that checkpoint, or search the family again on this one")
+    settings = run.config.export.finetune if finetune is None else finetune
+    wanted = finetune_settings(settings, run)
+    planned = check_family(run, folder, family, export_format)
+    members = ship_members(planned, lambda out_dir, ident: finished(out_dir, ident, run, wanted, export_format),
+                           lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,
+                                                           finetune=settings, progress=progress).record,
+                           previous_seconds(folder), progress)
+    ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
+    return write_family_export(FamilyExport(folder, str(run.dir.root), run.step, wanted, members, *ends))
+
+
+def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
+                 is_finished: Callable[[Path, str], dict[str, Any] | None], export: Callable[[Path], dict[str, Any]],
+                 before: Mapping[str, float], progress: bool) -> list[dict[str, Any]]:
+    """Export each planned (member, arch file, export folder) with `export(arch_file)` (which
+    returns the export's metrics), unless `is_finished(export folder, arch_id)` gives the
+    metrics of an export to keep; a tqdm bar over the members when `progress`. Returns the
+    entries of family_export.json (`before`: arch_id -> seconds an earlier family export took)."""
+    from tqdm.auto import tqdm
+
+    total = len(planned)
+    bar = tqdm(total=total, desc="export family", unit="member", file=sys.stderr, disable=not progress)
+    members = []
+    try:
+        for member, arch_file, out_dir in planned:
+            label = f"member {member['index']}/{total}"
+            kept = is_finished(out_dir, member["arch_id"])
+            started = time.monotonic()
+            if kept is not None:
+                _say(f"{label}: already exported, kept ({out_dir})", progress)
+                record = kept
+                if read_shipped(arch_file.parent, member["arch_id"]) is None:
+                    write_shipped(arch_file.parent, out_dir, record)
+                trained = record.get("finetune") or record.get("scratch") or {}
+                seconds = before.get(member["arch_id"], trained.get("seconds"))
+            else:
+                bar.set_postfix_str(f"{label} {member['arch_id']}")
+                _say(f"{label}: {member['arch_id']} ({member.get('budget_spec', member.get('budget'))} budget)",
+                     progress)
+                record = export(arch_file)
+                seconds = round(time.monotonic() - started, 1)
+            members.append({"index": member["index"], "arch_id": record["arch_id"], "export_dir": str(out_dir),
+                            "shipped": record.get("shipped"), "val_top1": record["val_top1"],
+                            "test_top1": record["test_top1"], "inherited": record.get("inherited"),
+                            "finetune": record.get("finetune"), **({"scratch": record["scratch"]} if "scratch" in record
+                                                                   else {}),
+                            "seconds": seconds, "kept": kept is not None})
+            bar.update(1)
+    finally:
+        bar.close()
+    return members
+
+
+def write_family_export(result: FamilyExport) -> FamilyExport:
+    """Write `result` as family_export.json in its family folder; returns it."""
+    record = {key: value for key, value in result.to_json().items() if key != "folder"}
+    write_json(result.folder / FAMILY_EXPORT, record)
+    return result
+
+
+def _inherited(run: Run, arch: Mapping[str, Any]) -> dict[str, Any]:
+    """An arch's costs and BN-recalibrated val and test top-1 in the supernet."""
+    val, test = (run.evaluator.evaluate(arch, split).top1 for split in ("val", "test"))
+    return {"arch_id": arch_id(arch), "macs": run.space.macs(arch), "params": run.space.params(arch),
+            "val_top1": val, "test_top1": test}
+
+
+def previous_seconds(folder: Path) -> dict[str, float]:
+    """arch_id -> seconds of the members the last family export of `folder` recorded."""
+    try:
+        previous = json.loads((folder / FAMILY_EXPORT).read_text())
+        return {m["arch_id"]: m["seconds"] for m in previous["members"] if isinstance(m, dict)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _say(line: str, progress: bool) -> None:
+    from tqdm.auto import tqdm
+
+    if progress:
+        tqdm.write(line, file=sys.stderr)
+
+
+__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "export_family", "finetune_settings", "finished",
+           "previous_seconds", "read_family_file", "ship_members", "write_family_export"]

@@ -1,0 +1,149 @@
+"""`nas export RUN --family DIR`: every member shipped as its one-budget export, resumably member by member."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nas import api
+from nas.core.config import FinetuneConfig
+from nas.engine.export import family as family_module
+from nas.engine.export import finetune as finetune_module
+from tests.support.family import plant_family
+from tests.support.safety import copy_run, one_line_error
+
+TUNE = FinetuneConfig(length=2)
+
+
+@pytest.fixture(scope="module")
+def planted(trained, tmp_path_factory) -> tuple[Path, Path]:
+    """(runs folder holding a copy of `tiny`, a two-member family searched on it: 20% and 80% of MACs)."""
+    root = tmp_path_factory.mktemp("family")
+    runs = copy_run(trained, "tiny", root / "runs")
+    plant_family(api.load_run(runs / "tiny", device="cpu"), root / "family", ("20%", "80%"))
+    return runs, root / "family"
+
+
+@pytest.fixture
+def fresh(planted, tmp_path) -> tuple[Path, Path]:
+    """A copy of the planted run and family that a test may export into."""
+    runs, family = planted
+    shutil.copytree(family, tmp_path / "family")
+    return copy_run(runs, "tiny", tmp_path / "runs"), tmp_path / "family"
+
+
+def member_dirs(family: Path) -> list[Path]:
+    return [family / m["dir"] for m in json.loads((family / "family.json").read_text())["members"]]
+
+
+def test_the_planted_members_differ_and_each_is_within_its_budget(planted):
+    family = json.loads((planted[1] / "family.json").read_text())
+    ids = [m["arch_id"] for m in family["members"]]
+    assert len(set(ids)) == 2
+    assert all(m["macs"] <= m["budget"] for m in family["members"])
+
+
+@pytest.mark.slow
+def test_a_killed_family_export_resumes_past_the_finished_member_and_ships_one_budget_exports(fresh, monkeypatch,
+                                                                                             tmp_path):
+    """A kill between members: the rerun keeps member 1 untouched and fine-tunes member 2 only; and
+    each member's export is the one-budget export of its arch, byte for byte."""
+    runs, family = fresh
+    run = api.load_run(runs / "tiny", device="cpu")
+    real_export, real_finetune = family_module.export_subnet, finetune_module.finetune_subnet
+    exported = []
+
+    def killed_before_the_second(*args, **kwargs):
+        if exported:
+            raise KeyboardInterrupt
+        exported.append(real_export(*args, **kwargs))
+        return exported[-1]
+
+    monkeypatch.setattr(family_module, "export_subnet", killed_before_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        api.export_family(run, family, TUNE, progress=False)
+    assert not (family / api.FAMILY_EXPORT).exists()
+    first = exported[0].dir
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in first.iterdir()}
+    monkeypatch.setattr(family_module, "export_subnet", real_export)
+    tuned = []
+    def counted(run, arch, *args, **kwargs):
+        tuned.append(run.space.canonical(arch))
+        return real_finetune(run, arch, *args, **kwargs)
+
+    monkeypatch.setattr(finetune_module, "finetune_subnet", counted)
+    result = api.export_family(run, family, TUNE, progress=False)
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in first.iterdir()} == before
+    second = member_dirs(family)[1] / "best.yaml"
+    assert [api.resolve_arch(run.space, str(second))] == tuned
+    assert [m["kept"] for m in result.members] == [True, False]
+
+    alone = api.export_subnet(run, str(second), out=tmp_path / "alone", finetune=TUNE, progress=False)
+    member = Path(result.members[1]["export_dir"])
+    assert member == runs / "tiny" / "export" / alone.arch_id
+    assert (member / "weights.safetensors").read_bytes() == (alone.dir / "weights.safetensors").read_bytes()
+    ours, theirs = (json.loads((d / "metrics.json").read_text()) for d in (member, alone.dir))
+    for record in (ours, theirs):
+        record["finetune"].pop("seconds")
+    assert ours == theirs
+    written = json.loads((family / api.FAMILY_EXPORT).read_text())
+    assert [m["arch_id"] for m in written["members"]] == [m["arch_id"] for m in result.members]
+    assert [m["test_top1"] for m in written["members"]] == [
+        json.loads((Path(m["export_dir"]) / "metrics.json").read_text())["test_top1"] for m in result.members]
+    assert written["step"] == run.step and written["finetune"]["steps"] == 2
+
+
+def test_an_export_counts_as_finished_only_with_the_same_arch_step_run_and_fine_tune(trained, tmp_path):
+    run = api.load_run(trained / "tiny", device="cpu")
+    wanted = family_module.finetune_settings(TUNE, run)
+    record = {"arch_id": "a", "step": run.step, "run": str(trained / "tiny"),
+              "finetune": {"steps": 2, "lr": run.config.train.optimizer.lr, "distill": False, "seed": 0}}
+    variants = {"same": {}, "arch": {"arch_id": "b"}, "step": {"step": run.step - 1}, "run": {"run": str(tmp_path)},
+                "steps": {"finetune": {**record["finetune"], "steps": 3}}, "inherited": {"finetune": None}}
+    kept = {}
+    for name, change in variants.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(json.dumps({**record, **change}))
+        kept[name] = family_module.finished(tmp_path / name, "a", run, wanted) is not None
+    assert kept == {"same": True, "arch": False, "step": False, "run": False, "steps": False, "inherited": False}
+    no_tune = family_module.finetune_settings(FinetuneConfig(length=0), run)
+    assert family_module.finished(tmp_path / "inherited", "a", run, no_tune) is not None
+    assert family_module.finished(tmp_path / "same", "a", run, no_tune) is None
+
+
+def test_a_damaged_family_json_is_one_line(fresh, capsys):
+    runs, family = fresh
+    (family / "family.json").write_text('{"kind": "family", "members": [{"index": 1}]}')
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:", "family.json",
+                   "not a family search's record")
+    (family / "family.json").write_text("{not json")
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:", "not readable as JSON")
+
+
+def test_an_unfinished_family_is_one_line(fresh, capsys):
+    runs, family = fresh
+    data = json.loads((family / "family.json").read_text())
+    data["members"] = data["members"][:1]
+    (family / "family.json").write_text(json.dumps(data))
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:",
+                   "unfinished (1 of 2 members searched)", "run the same family search again")
+
+
+def test_a_family_searched_at_another_step_is_refused_before_any_training(fresh, capsys, monkeypatch):
+    runs, family = fresh
+    data = json.loads((family / "family.json").read_text())
+    data["source"]["step"] += 1
+    (family / "family.json").write_text(json.dumps(data))
+    monkeypatch.setattr(finetune_module, "finetune_subnet", lambda *a, **k: pytest.fail("trained"))
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family), "--finetune", "2"],
+                   "--family:", f"at step {data['source']['step']}", "this run holds step 8")
+
+
+def test_a_missing_member_arch_file_is_one_line(fresh, capsys):
+    runs, family = fresh
+    (member_dirs(family)[1] / "best.yaml").unlink()
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family: member 2:",
+                   "best.yaml is missing")
+    assert not (runs / "tiny" / "export").exists()

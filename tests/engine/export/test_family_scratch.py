@@ -1,0 +1,82 @@
+"""The cheaper path: `nas export CONFIG --family DIR` trains each member alone from scratch; the note that says when."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from nas import cli
+from nas.core import yaml_io
+from nas.core.config import load_config
+from nas.engine.export import scratch as scratch_module
+from nas.engine.fidelity import standalone
+from nas.engine.fidelity.ground_truth import init_seed, recipe_source
+from nas.engine.fidelity.recipe import load_recipe, with_effective_warmup
+from nas.engine.run import build_space, standalone_model
+from nas.engine.untrained import untrained_run
+from tests.support.family import plant_family
+from tests.support.safety import one_line_error
+from tests.support.tiny import tiny_config
+
+STEPS = 4
+
+
+@pytest.fixture
+def config_family(tmp_path) -> tuple[Path, Path]:
+    """(a tiny config file of 4 training steps, a one-member family searched on it untrained)."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml_io.dumps(tiny_config(steps=STEPS)))
+    plant_family(untrained_run(load_config(path), tmp_path / "family"), tmp_path / "family", ("50%",))
+    return path, tmp_path / "family"
+
+
+@pytest.mark.slow
+def test_a_config_family_trains_each_member_alone_and_ships_it_as_scratch(config_family, capsys, monkeypatch):
+    config, family = config_family
+    assert cli.main(["export", str(config), "--family", str(family), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    members = json.loads((family / "family.json").read_text())["members"]
+    assert [m["arch_id"] for m in result["members"]] == [m["arch_id"] for m in members]
+    for entry in result["members"]:
+        metrics = json.loads((Path(entry["export_dir"]) / "metrics.json").read_text())
+        assert Path(entry["export_dir"]) == family / "export" / entry["arch_id"]
+        assert metrics["shipped"] == "scratch" and metrics["scratch"]["steps"] == STEPS
+        assert metrics["test_top1"] == entry["test_top1"] and metrics["inherited"] is None
+    arch = members[0]["arch"]       # the weights are what nas fidelity's first standalone training gives
+    loaded = load_config(config)
+    model = standalone_model(loaded, arch, init_seed(0, arch))
+    recipe = with_effective_warmup(load_recipe(loaded), STEPS)
+    size = build_space(loaded).input_size(arch)
+    standalone.train_alone(model, recipe, recipe_source(recipe.data), 0, resolution=size)
+    shipped = load_file(Path(result["members"][0]["export_dir"]) / "weights.safetensors")
+    trained = {k: v for k, v in model.state_dict().items() if "running" not in k and "num_batches" not in k}
+    assert trained and all(torch.equal(v.contiguous(), shipped[k]) for k, v in trained.items())
+    monkeypatch.setattr(standalone, "train_alone", lambda *a, **k: pytest.fail("a finished member trained again"))
+    assert cli.main(["export", str(config), "--family", str(family), "--json"]) == 0
+    assert [m["kept"] for m in json.loads(capsys.readouterr().out)["members"]] == [True]
+    assert cli.main(["summary", str(family)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:1].isdigit()]
+    assert [row[6:8] for row in rows] == [["trained", "alone"]]
+    assert [row[5] for row in rows] == [f"{100 * e['test_top1']:.2f}%" for e in result["members"]]
+
+
+def test_fine_tune_options_with_a_config_are_one_line(tmp_path, capsys):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml_io.dumps(tiny_config(steps=STEPS)))
+    one_line_error(capsys, ["export", str(config), "--family", str(tmp_path), "--finetune", "10"], "--finetune:",
+                   "trained alone from scratch")
+
+
+@pytest.mark.parametrize("length, train, says", [
+    ("100%", {"steps": 40}, True), ("25%", {"steps": 40}, False), ("2e", {"epochs": 2, "steps": None}, True),
+    ("1e", {"epochs": 2, "steps": None}, False), (40, {"steps": 40}, True), (40, {"epochs": 2, "steps": None}, False)])
+def test_the_note_says_the_supernet_does_not_pay_when_a_fine_tune_costs_a_training(length, train, says):
+    data = tiny_config(**train)
+    data["export"] = {"finetune": {"length": length}}
+    note = scratch_module.cheaper_path_note(load_config(data), "CFG.yaml")
+    assert (note is not None) == says
+    if says:
+        assert "does not pay" in note and "nas export CFG.yaml --family DIR" in note

@@ -1,0 +1,87 @@
+"""`nas summary FAMILY_DIR`: one row per member read from its records, flags, what is left to export, family.png."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nas import cli
+from nas.core.amounts import format_amount
+from nas.engine.export.family import FAMILY_EXPORT
+from nas.engine.export.shipped import SHIPPED
+from nas.engine.searching.family import member_dir, write_family
+from tests.support.safety import one_line_error
+
+# Three members: 1 fine-tuned, 2 shipped inherited and below the min subnet on validation, 3 not exported.
+MEMBERS = [
+    {"budget": 2_000_000, "spec": "35%", "id": "aaaaaaaaa1", "macs": 1_900_000, "params": 700_000,
+     "shipped": {"shipped": "finetuned", "val_top1": 0.9012, "test_top1": 0.8975,
+                 "inherited": {"val_top1": 0.861, "test_top1": 0.8588},
+                 "finetune": {"steps": 536, "fraction_of_run": 0.25, "distill": False}}},
+    {"budget": 3_000_000, "spec": "50%", "id": "bbbbbbbbb2", "macs": 2_950_000, "params": 900_000,
+     "shipped": {"shipped": "inherited", "val_top1": 0.8123, "test_top1": 0.8101,
+                 "inherited": {"val_top1": 0.8123, "test_top1": 0.8101}, "finetune": None}},
+    {"budget": 4_000_000, "spec": "75%", "id": "ccccccccc3", "macs": 3_800_000, "params": 1_100_000},
+]
+MIN = {"arch_id": "0000000min", "macs": 1_000_000, "params": 500_000, "val_top1": 0.8401, "test_top1": 0.8377,
+       "source": "min subnet"}
+MAX = {"arch_id": "0000000max", "macs": 5_000_000, "params": 1_500_000, "val_top1": 0.88, "test_top1": 0.8777}
+
+
+@pytest.fixture
+def family(tmp_path) -> Path:
+    members = []
+    for index, m in enumerate(MEMBERS, start=1):
+        folder = member_dir(index, "macs", m["budget"])
+        (tmp_path / folder).mkdir()
+        members.append({"index": index, "budget": m["budget"], "budget_spec": m["spec"], "dir": folder,
+                        "arch_id": m["id"], "arch": {"x": index}, "macs": m["macs"], "params": m["params"],
+                        "latency_ms": None, "val_top1": None, "score": "macs+jacov", "score_value": 1.0})
+        if "shipped" in m:
+            record = {"arch_id": m["id"], "macs": m["macs"], "params": m["params"], **m["shipped"],
+                      "cheaper": [MIN], "export_dir": f"/runs/r/export/{m['id']}"}
+            (tmp_path / folder / SHIPPED).write_text(json.dumps(record))
+    write_family(tmp_path, {"kind": "family", "cost": "macs", "budget_specs": [m["spec"] for m in MEMBERS],
+                            "budgets": [m["budget"] for m in MEMBERS], "other_budgets": {}, "members": members,
+                            "searcher": "evolution", "score": "macs+jacov", "score_reason": "the default",
+                            "seed": 0, "trials": 20, "evaluations": 47,
+                            "source": {"run": "/runs/r", "checkpoint": "last.pt", "step": 100},
+                            "latency_table": None, "device": "cpu", "batch": 1})
+    (tmp_path / FAMILY_EXPORT).write_text(json.dumps({"members": [], "run": "/runs/r", "step": 100, "finetune": {},
+                                                       "min_subnet": MIN, "max_subnet": MAX}))
+    return tmp_path
+
+
+def test_the_table_shows_each_members_figures_from_its_records(family, capsys):
+    assert cli.main(["summary", str(family)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines if line.strip()[:1].isdigit()}
+    first, second, third = MEMBERS
+    assert rows["1"][1:8] == ["35%", first["id"], format_amount(first["macs"]), format_amount(first["params"]),
+                              f"{100 * first['shipped']['test_top1']:.2f}%", "fine-tuned", "25%"]
+    assert rows["1"][8] == f"{100 * first['shipped']['inherited']['test_top1']:.2f}%"
+    # member 2: not above the min subnet on validation, flagged
+    assert rows["2"][5:8] == [f"{100 * second['shipped']['test_top1']:.2f}%", "!", "inherited"]
+    assert any(line.strip().startswith("! member 2") and f"{100 * MIN['test_top1']:.2f}%" in line for line in lines)
+    assert not any("! member 1" in line for line in lines)
+    assert rows["3"][5:7] == ["-", "not"]
+    assert "not exported yet: member 3; export with: nas export /runs/r --family " + str(family) in out
+    assert f"test {100 * MAX['test_top1']:.2f}%" in out
+    assert (family / "family.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_json_carries_the_rows(family, capsys):
+    assert cli.main(["summary", str(family), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [row["exported"] for row in summary["members"]] == [True, True, False]
+    assert summary["members"][0]["test_top1"] == MEMBERS[0]["shipped"]["test_top1"]
+    assert summary["members"][1]["min_subnet"]["arch_id"] == MIN["arch_id"]
+    assert summary["members"][0]["min_subnet"] is None
+    assert summary["not_exported"] == [3] and summary["figure"] == str(family / "family.png")
+
+
+def test_a_damaged_family_json_is_one_line_in_summary(family, capsys):
+    (family / "family.json").write_text('{"kind": "family"}')
+    one_line_error(capsys, ["summary", str(family)], "SEARCH_DIR:", "family.json", "not a family search's record")
