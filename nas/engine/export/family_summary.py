@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from nas.core.amounts import format_amount
 from nas.engine.export.family import FAMILY_EXPORT, read_family_file
 from nas.engine.export.scratch import cheaper_path_note
-from nas.engine.export.shipped import read_shipped
+from nas.engine.export.shipped import shipped_status
 from nas.engine.plotting import pyplot, save_png
 
 FIGURE = "family.png"
@@ -38,9 +38,9 @@ def _how(shipped: Mapping[str, Any]) -> str:
 def _member_row(folder: Path, member: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("index", "budget", "budget_spec", "arch_id", "macs", "params", "latency_ms")
     row = {key: member.get(key) for key in keys}
-    shipped = read_shipped(folder / member["dir"], member["arch_id"])
+    shipped, stale = shipped_status(folder / member["dir"], member["arch_id"])
     if shipped is None:
-        return {**row, "exported": False}
+        return {**row, "exported": False, "stale": stale}
     min_subnet = next((c for c in shipped.get("cheaper") or [] if c.get("source") == "min subnet"), None)
     below = (min_subnet is not None and isinstance(min_subnet.get("val_top1"), (int, float))
              and min_subnet["val_top1"] >= shipped["val_top1"])
@@ -124,6 +124,9 @@ def format_family_summary(summary: Mapping[str, Any]) -> str:
                          f"validation ({_pct(row['val_top1'])} vs {_pct(low['val_top1'])}; its test "
                          f"{_pct(low.get('test_top1'))}): "
                          f"its budget is served as well by the min subnet ({ship_min})")
+    for row in rows:
+        if row.get("stale"):
+            lines.append(f"  member {row['index']}: not exported now: {row['stale']}")
     if summary["not_exported"]:
         lines.append(f"not exported yet: member{'s' if len(summary['not_exported']) > 1 else ''} "
                      f"{', '.join(map(str, summary['not_exported']))}; export with: {summary['export_command']}")

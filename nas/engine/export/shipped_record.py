@@ -24,7 +24,7 @@ from nas.engine.untrained import UNTRAINED
 
 SHIPPED = "shipped.json"
 METRICS = "metrics.json"
-SHIPPED_KINDS = ("finetuned", "inherited")
+SHIPPED_KINDS = ("finetuned", "inherited", "scratch")     # scratch: trained alone (a config's family)
 FRACTIONS = ("val_top1", "test_top1", "val_top5", "test_top5")
 
 

@@ -39,9 +39,12 @@ def family(tmp_path) -> Path:
                         "arch_id": m["id"], "arch": {"x": index}, "macs": m["macs"], "params": m["params"],
                         "latency_ms": None, "val_top1": None, "score": "macs+jacov", "score_value": 1.0})
         if "shipped" in m:
+            export_dir = tmp_path / "export" / m["id"]
+            export_dir.mkdir(parents=True)
             record = {"arch_id": m["id"], "macs": m["macs"], "params": m["params"], **m["shipped"],
-                      "cheaper": [MIN], "export_dir": f"/runs/r/export/{m['id']}"}
-            (tmp_path / folder / SHIPPED).write_text(json.dumps(record))
+                      "cheaper": [MIN]}
+            (export_dir / "metrics.json").write_text(json.dumps(record))      # the export the record names
+            (tmp_path / folder / SHIPPED).write_text(json.dumps({**record, "export_dir": str(export_dir)}))
     write_family(tmp_path, {"kind": "family", "cost": "macs", "budget_specs": [m["spec"] for m in MEMBERS],
                             "budgets": [m["budget"] for m in MEMBERS], "other_budgets": {}, "members": members,
                             "searcher": "evolution", "score": "macs+jacov", "score_reason": "the default",
@@ -85,3 +88,16 @@ def test_json_carries_the_rows(family, capsys):
 def test_a_damaged_family_json_is_one_line_in_summary(family, capsys):
     (family / "family.json").write_text('{"kind": "family"}')
     one_line_error(capsys, ["summary", str(family)], "SEARCH_DIR:", "family.json", "not a family search's record")
+
+
+def test_a_member_whose_export_folder_was_deleted_is_not_shown_as_shipped(family, capsys):
+    import shutil
+
+    shutil.rmtree(family / "export" / MEMBERS[0]["id"])
+    assert cli.main(["summary", str(family)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()[:1].isdigit()}
+    assert rows["1"][5:7] == ["-", "not"]
+    assert f"member 1: not exported now: the export shipped.json records, {family / 'export' / MEMBERS[0]['id']}, " \
+           "is gone" in out
+    assert "not exported yet: members 1, 3" in out
