@@ -61,6 +61,8 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
                       Command("hours", "RUN --crowd benchmarks/ground_truth --budget 35%,50%,75% --search-seeds 0,1 "
                                        "--scores auto,supernet --finalists 4 --workers 2", needs=RUN)),
     "subnet_vs_standalone": (Command("hours", "RUN --arch max --arch min", needs=RUN),),
+    "family_value": (Command("hours", "RUN runs/RUN/search/FAMILY --ground-truth benchmarks/ground_truth --seeds 2",
+                             needs=RUN),),
     "shipped_accuracy": (Command("hours", "RUN --ground-truth benchmarks/ground_truth --ground-truth "
                                           "benchmarks/ground_truth_searched --finetune-archs 500f88c52b", needs=RUN),),
     "latency_fit": (Command("minutes", "--ks 10 20 50 100", needs=NB201),),
