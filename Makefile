@@ -16,9 +16,10 @@ RUN ?= fashion_mnist_mbv3
 # subnet; evaluations per member (an arch a smaller member evaluated is not evaluated again).
 MEMBERS ?= 35%,50%,75%
 TRIALS ?= 20
-# Each member's fine-tune before it ships (nas export --finetune), in the run's steps: 12% each
-# keeps the whole job under 15 minutes on 2 cores (three 12% fine-tunes are 771 steps where one
-# 25% fine-tune was 536, and a step is most of what follows training); FINETUNE=25% is the config's.
+# Each member's fine-tune before it ships (nas export --finetune), a share of the run's steps: three
+# 12% fine-tunes are 771 steps where the one 25% fine-tune was 536, about a minute more than the
+# one-member job, which was about 14 minutes; 10% saves seconds and costs 0.2-0.4 points per member;
+# FINETUNE=25% is the config's own.
 FINETUNE ?= 12%
 FAMILY := runs/$(RUN)/search/make-run-family
 # FINALISTS=4: the search's 4 best archs fine-tuned alone and measured again (nas search
