@@ -17,7 +17,6 @@ one JSON line.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import tempfile
@@ -48,26 +47,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def budget_optimum(config, table: Path, max_macs: str | None) -> float:
-    """The table's best accuracy among the archs within `max_macs` (None: the table's best)."""
+    """The best value a search can answer within `max_macs` (None: the table's best): the
+    table's value of each canonical arch, as the `table:` score reads it, over those within."""
     if max_macs is None:
         return OPTIMUM
+    from estimators.table import read_table
+    from nas.core.arch import arch_id
+
     space = api.build_space(config)
     budget = api.resolve_budget(max_macs, space.macs(space.min()), space.macs(space.max()), "--max-macs")
-    with table.open() as rows:
-        return max(float(row["cifar10_test_top1"]) for row in csv.DictReader(rows)
-                   if space.macs(space.arch_from_text(row["arch"])) <= budget)
-
-
-def searcher_options(pairs: list[str]) -> dict[str, dict]:
-    """`SEARCHER.KEY=VALUE` pairs as {searcher: {key: value}} (values read as YAML scalars)."""
-    options: dict[str, dict] = {}
-    for pair in pairs:
-        name, eq, value = pair.partition("=")
-        searcher, dot, key = name.partition(".")
-        if not (eq and dot and searcher and key):
-            raise ConfigError(f"--option: expected SEARCHER.KEY=VALUE, got {pair!r}")
-        options.setdefault(searcher, {})[key] = yaml.safe_load(value)
-    return options
+    values = read_table(f"table:{table}", space)
+    canonical = {arch_id(c): c for c in map(space.canonical, space.enumerate())}
+    return max(values[ident] for ident, arch in canonical.items() if ident in values and space.macs(arch) <= budget)
 
 
 def found_accuracy(config, searcher: str, trials: int, seed: int, score: str, root: Path,

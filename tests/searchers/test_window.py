@@ -13,6 +13,7 @@ from searchers.base import SearchContext
 from searchers.evolution import EvolutionOptions, EvolutionSearcher
 from tests.conftest import make_space
 from tests.searchers.stub import search_dir  # noqa: F401  (fixture)
+from tests.support.figures import no_figures  # noqa: F401  (fixture)
 
 
 def _half_budget(space) -> tuple[float, float]:
@@ -34,7 +35,7 @@ def test_window_draws_land_where_uniform_draws_seldom_do():
     assert sum(edge <= m <= budget for m in drawn) / len(drawn) >= 0.9
 
 
-def test_every_other_arch_of_the_first_generation_is_drawn_near_the_budget(search_dir):
+def test_every_other_arch_of_the_first_generation_is_drawn_near_the_budget(search_dir, no_figures):
     space = make_space("mobilenetv3")
     budget, edge = _half_budget(space)
     request = SearchRequest("evolution", search_dir, {"population": 10}, 10, 0, constraints=Constraints(budget),

@@ -31,7 +31,7 @@ MAX_REJECTIONS = 1000    # infeasible or duplicate suggestions in a row before a
 SCORE_PART_MAX = 64     # characters of a score spec in a folder name; a longer one is cut and hashed
 FINETUNE_STEPS, FINETUNE_LR = 100, 0.01     # the finalists' measure by default (`finalists.Finetune`)
 # The window near a budget (`SearchRequest.window`): the top fifth of the way from the min subnet's
-# cost to the budget; uniform draws on the default MobileNetV3 space put 7% of their archs there at
+# cost to the budget; uniform draws on the default MobileNetV3 space put 5% of their archs there at
 # a 50% MACs budget (their median costs half the budget).
 WINDOW_SHARE = 0.2
 

@@ -15,6 +15,9 @@ from nas.core.registry import ESTIMATORS, Entry, NoOptions
 from nas.engine.searching.family import FAMILY, is_family, read_family, write_family
 from nas.engine.searching.family_budgets import member_specs
 from nas.engine.searching.family_search import REUSED
+from tests.support.figures import no_figures  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("no_figures")
 
 
 class FavoursMax(Estimator):
