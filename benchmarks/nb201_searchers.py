@@ -46,6 +46,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def searcher_options(pairs: list[str]) -> dict[str, dict]:
+    """`SEARCHER.KEY=VALUE` pairs as {searcher: {key: value}} (values read as YAML scalars)."""
+    options: dict[str, dict] = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        searcher, dot, key = name.partition(".")
+        if not (eq and dot and searcher and key):
+            raise ConfigError(f"--option: expected SEARCHER.KEY=VALUE, got {pair!r}")
+        options.setdefault(searcher, {})[key] = yaml.safe_load(value)
+    return options
+
+
 def budget_optimum(config, table: Path, max_macs: str | None) -> float:
     """The best value a search can answer within `max_macs` (None: the table's best): the
     table's value of each canonical arch, as the `table:` score reads it, over those within."""
