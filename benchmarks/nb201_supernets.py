@@ -226,17 +226,22 @@ def rank_report(supernet: Mapping[str, float], table: Mapping[str, float],
         return report
     columns = {"supernet": [supernet[i] for i in ids],
                **{name: [zero_cost[i][name] for i in ids] for name in ZERO_COST_DEFAULT}}
-    rows = list(range(len(ids)))
     default = "+".join(ZERO_COST_DEFAULT)
-    report[default] = agreement(fused(default, columns, rows), truth)
-    report[f"supernet+{default}"] = agreement(fused(f"supernet+{default}", columns, rows), truth)
+    for spec in (default, f"supernet+{default}"):
+        report[spec] = agreement(fused_ranks(spec, columns), truth)
     return report
+
+
+def fused_ranks(spec: str, columns: Mapping[str, list[float]]) -> list[float]:
+    """The fusion `spec`'s scores (the mean of its components' normalised ranks), rounded so that
+    archs whose rank sums tie exactly also tie in floating point."""
+    return [round(value, 9) for value in fused(spec, columns, list(range(len(next(iter(columns.values()))))))]
 
 
 def sample_evaluator(run, val_images: int, recal_batches: int) -> Evaluator:
     """BN-recalibrated accuracy of the run's subnets on the first `val_images` of its validation
     split, statistics re-estimated from `recal_batches` training batches of 256."""
-    splits = api.load_splits(run.config)
+    splits = run.splits
     n = min(val_images, len(splits.val_labels))
     splits = dataclasses.replace(splits, val_images=splits.val_images[:n], val_labels=splits.val_labels[:n])
     settings = dataclasses.replace(run.config.eval, bn_recal_batches=recal_batches, bn_recal_batch_size=256)
@@ -244,12 +249,17 @@ def sample_evaluator(run, val_images: int, recal_batches: int) -> Evaluator:
                      settings, run.config.train.seed, run.step, run.config.train.channels_last)
 
 
-def load_graded_run(path: str, images: Path | None):
-    """The run at `path` on the CPU, reading its images from `images` when given."""
+def load_graded_run(path: str, images: Path | None, loaded: dict[str, object]):
+    """The run at `path` on the CPU, reading its images from `images` when given; its images are
+    decoded once for all runs of the same data settings (`loaded`, by settings)."""
     run = api.load_run(path, device="cpu")
     if images is not None:
         run.config = dataclasses.replace(run.config, data=dataclasses.replace(run.config.data, root=str(images)))
-    return run
+    key = repr(run.config.data)
+    if key not in loaded:
+        loaded[key] = api.load_splits(run.config)
+    splits = loaded[key]
+    return dataclasses.replace(run, _splits=splits, _data=in_memory_source(splits, run.config.data))
 
 
 def searched(run, table: Mapping[str, float], score: str) -> dict:
@@ -269,9 +279,9 @@ def grade(args: argparse.Namespace) -> dict:
     archs = read_sample(space, args.sample)[:args.limit]
     table = read_table(f"table:{TABLE}", space)
     zero_cost = zero_cost_scores(args.sample.parent)
-    graded = {}
+    graded, loaded = {}, {}
     for path in args.runs:
-        run = load_graded_run(path, args.images)
+        run = load_graded_run(path, args.images, loaded)
         evaluator = sample_evaluator(run, args.val_images, args.recal_batches)
         name = run.dir.root.name
         print(f"{name}: step {run.step}, {len(archs)} archs", flush=True)

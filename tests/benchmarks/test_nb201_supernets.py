@@ -91,11 +91,10 @@ def test_the_fusion_ranks_by_the_mean_of_the_normalised_ranks(sample):
     free = [stats.rankdata([zero_cost[i][name] for i in ids]) for name in ("macs", "jacov")]
     for spec, columns in (("macs+jacov", free),
                           ("supernet+macs+jacov", [stats.rankdata([supernet[i] for i in ids]), *free])):
-        # within 0.005: sums of normalised ranks that tie exactly in integers may differ in the last bit
-        expected = stats.kendalltau(sum(columns), truth).statistic
-        assert report[spec]["kendall"]["value"] == pytest.approx(expected, abs=0.005)
+        expected = stats.kendalltau(sum(columns), truth).statistic     # rank sums tie: tau-b's ties count
+        assert report[spec]["kendall"]["value"] == pytest.approx(expected, abs=5e-4)
         assert report[spec]["spearman"]["value"] == pytest.approx(stats.spearmanr(sum(columns), truth).statistic,
-                                                                  abs=0.005)
+                                                                  abs=5e-4)
 
 
 @pytest.mark.skipif(not TABLE.is_file(), reason=f"the shared NAS-Bench-201 table is absent ({TABLE})")
