@@ -26,7 +26,8 @@ stage, one CPU thread) trained by each seed method at equal steps. The modes:
   the config's recipe for `--epochs` (7 epochs: 686 steps), in the standalone cache
   `--ground-truth` (`nas fidelity`'s, resumable, `--workers` processes), ranked against the table:
   what a supernet of this size could reach at best.
-- `time --images DIR`: median seconds of a training step per channels x cells per stage x sampler.
+- `time --images DIR`: median thread-seconds of a training step per channels x cells per stage x
+  method (`--methods`, default spos).
 
     python -m benchmarks.nb201_supernets sample
     python -m benchmarks.nb201_supernets commands --images /tmp/cifar --seeds 0 1
@@ -344,17 +345,19 @@ def train_command(method: str, seed: int, images: str) -> str:
 
 
 def step_seconds(config, splits, steps: int) -> list[float]:
-    """Seconds of `steps` training steps of `config` on `splits` (after common.WARMUP untimed ones)."""
+    """Thread-seconds (CPU time of the training thread: on a shared machine, nearer a quiet
+    machine's wall time than the wall clock) of `steps` training steps of `config` on `splits`,
+    after common.WARMUP untimed ones."""
     strategy = api.build_strategy(config)
     with tempfile.TemporaryDirectory() as root:
         trainer = Trainer(config, strategy, splits, RunDir(Path(root)), progress=False)
         batches = iter([(images, labels) for _, images, labels in
                         itertools.islice(trainer._batches(), common.WARMUP + steps)])
-        return common.timed_steps(lambda: trainer.train_one_step(*next(batches)), steps)
+        return common.timed_steps(lambda: trainer.train_one_step(*next(batches)), steps, clock=time.thread_time)
 
 
 def time_steps(args: argparse.Namespace) -> dict:
-    """Median step seconds of the config at each channels x cells-per-stage x method of the grid."""
+    """Median thread-seconds of a step of the config at each channels x cells-per-stage x method."""
     base = api.load_config(CONFIG, [f"data.root={args.images}", *args.set])
     splits = api.load_splits(base)
     rows = []
@@ -370,7 +373,7 @@ def time_steps(args: argparse.Namespace) -> dict:
                "quartiles_s": [round(q, 3) for q in statistics.quantiles(times, n=4)[::2]],
                "epoch_s": round(median * epoch_steps), "epochs_per_hour": round(3600 / (median * epoch_steps), 1)}
         rows.append(row)
-        print(f"C={channels} N={cells} {method:8s} batch {row['batch_size']}: {median:.3f} s a step "
+        print(f"C={channels} N={cells} {method:8s} batch {row['batch_size']}: {median:.3f} thread-s a step "
               f"(quartiles {row['quartiles_s']}), {row['epoch_s']} s an epoch of {epoch_steps} steps, "
               f"{row['epochs_per_hour']} epochs an hour", flush=True)
     return {"mode": "time", "steps": args.steps, "rows": rows}
@@ -409,7 +412,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ceiling_.add_argument("--workers", type=int, default=1)
     ceiling_.add_argument("--ground-truth", type=Path, default=Path("runs/nb201_ceiling"))
     ceiling_.add_argument("--set", nargs="*", default=[], help="more config overrides")
-    timing = modes.add_parser("time", help="median seconds of a training step, per size and method")
+    timing = modes.add_parser("time", help="median thread-seconds of a training step, per size and method")
     timing.add_argument("--images", type=Path, required=True, help="the extracted CIFAR-10 image folder")
     timing.add_argument("--channels", type=int, nargs="+", default=[8, 16])
     timing.add_argument("--cells", type=int, nargs="+", default=[1, 2])

@@ -114,3 +114,19 @@ def test_every_seed_method_has_a_command_of_the_cpu_config():
     assert all(line.startswith("nas train cifar10_nb201_cpu --name nb201cpu-") for line in lines)
     assert all("data.root=/data/cifar" in line and "train.seed=1" in line for line in lines)
     assert "'strategy.sampler={name: sandwich, num_random: 2}'" in lines[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TABLE.is_file(), reason=f"the shared NAS-Bench-201 table is absent ({TABLE})")
+def test_the_ceiling_trains_sample_archs_alone_and_ranks_them_against_the_table(tmp_path):
+    from tests.support.fake_data import write_png_tree
+
+    write_png_tree(tmp_path / "tree", train_per_class=8, val_per_class=2)
+    figures = bench.main(["ceiling", "--images", str(tmp_path / "tree"), "--archs", "3", "--epochs", "1",
+                          "--ground-truth", str(tmp_path / "truth"), "--set", "data.val_size=6",
+                          "data.train_size=null", "train.batch_size=8", "data.in_memory=true"])
+    assert figures["steps"] == 2 and len(figures["archs"]) == 3        # 18 images: two full batches of 8
+    sample = bench.read_sample(paper_space())[:3]
+    assert [a["arch"] for a in figures["archs"]] == [to_nb201_string(a) for a in sample]
+    assert all(0 <= a["test_top1"] <= 1 for a in figures["archs"])
+    assert -1 <= figures["kendall"]["value"] <= 1 and len(list((tmp_path / "truth").rglob("*-s0.json"))) == 3
