@@ -1,6 +1,6 @@
 """Weight sharing judged on NAS-Bench-201: supernets trained on CIFAR-10 rank the published table.
 
-The supernets are `cifar10_nb201_cpu` (NAS-Bench-201's cell at 8 channels and one cell per
+The supernets are `cifar10_nb201_cpu` (NAS-Bench-201's cell at 16 channels and two cells per
 stage, one CPU thread) trained by each seed method at equal steps. The modes:
 
 - `sample`: writes the fixed sample (`benchmarks/nb201/supernet_sample.csv`): `--size` (500)
@@ -13,10 +13,13 @@ stage, one CPU thread) trained by each seed method at equal steps. The modes:
   paper-scale network, with the same batches and initialisation, into
   `benchmarks/nb201/scores_sample_b0_i0.csv`; `grade` reads them all.
 - `commands [--images DIR] [--seeds 0 1]`: the `nas train` command of every seed method
-  (`METHODS`) and seed, at the config's length (30 epochs of 98 steps: 2,940 steps each).
+  (`METHODS`) and seed, at the config's length (40 epochs of 98 steps: 3,920 steps each; in
+  thread-seconds a step, SPOS 0.49, PA&DA and GM about the same, the sandwich rule about 5.5
+  times that).
 - `grade RUN... [--images DIR]`: each run's BN-recalibrated validation top-1 of every sample arch
-  (the first `--val-images` (2,000) of the run's validation split, which training never read;
-  BN statistics re-estimated from `--recal-batches` (4) x 256 training images), appended per arch
+  (the first `--val-images` (1,000) of the run's validation split, which training never read;
+  BN statistics re-estimated from `--recal-batches` (2) x 256 training images: 1.9 thread-seconds
+  an arch, 16 minutes for the 500; 2,000 and 4 take 3.4 s), appended per arch
   to `benchmarks/nb201/supernet_<RUN>.csv` (a killed grading resumes), then Kendall tau-b and
   Spearman against the table's CIFAR-10 test accuracy with 90% bootstrap intervals, beside
   `macs+jacov` (the zero-cost default) on the same archs and the rank fusion
@@ -84,7 +87,7 @@ ZERO_COST_FILES = "scores_*_b0_i0*.csv"     # one batch and initialisation (0, 0
 ZERO_COST_DEFAULT = ("macs", "jacov")
 BOOTSTRAP_SEED = 0
 
-# The seed methods on the config, as `--set` overrides; each trains the config's 2,940 steps.
+# The seed methods on the config, as `--set` overrides; each trains the config's 3,920 steps.
 METHODS: dict[str, list[str]] = {
     "spos": [],
     "sandwich": ["strategy.sampler={name: sandwich, num_random: 2}", "strategy.distill={name: kl}"],
@@ -399,8 +402,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     graded.add_argument("runs", nargs="+", help="run directories")
     graded.add_argument("--images", type=Path, default=None, help="the image folder (default: the run's data.root)")
     graded.add_argument("--sample", type=Path, default=SAMPLE, help="the sample (its folder receives the results)")
-    graded.add_argument("--val-images", type=int, default=2000, help="validation images per arch")
-    graded.add_argument("--recal-batches", type=int, default=4, help="BN recalibration batches of 256")
+    graded.add_argument("--val-images", type=int, default=1000, help="validation images per arch")
+    graded.add_argument("--recal-batches", type=int, default=2, help="BN recalibration batches of 256")
     graded.add_argument("--limit", type=int, default=None, help="grade only the first N sample archs")
     graded.add_argument("--search-score", default="auto", help="the score of the search (default: nas's default)")
     graded.add_argument("--no-search", action="store_true", help="skip the search")

@@ -23,7 +23,7 @@ def test_each_seed_method_trains_on_the_cpu_config(method, tmp_path, monkeypatch
     if method == "gm":      # one split inside the 2 steps, probed on one batch
         overrides += ["strategy.options.split.at=[0.5]", "strategy.options.split.batches=1"]
     config = load_config(CONFIG, overrides)
-    assert (config.space.options.channels, config.space.options.cells_per_stage) == (16, 1)
+    assert (config.space.options.channels, config.space.options.cells_per_stage) == (16, 2)
     assert config.strategy.sampler.name == SAMPLERS[method]
     run = api.train(config, name=method, runs_dir=tmp_path / "runs", progress=False, device="cpu")
     metrics = [json.loads(line) for line in run.dir.metrics.read_text().splitlines()]
