@@ -431,9 +431,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.mode == "sample":
         archs = draw_sample(paper_space(), args.size, args.seed)
         if args.check:
-            same = [arch_id(a) for a in read_sample(paper_space(), args.out)] == [arch_id(a) for a in archs]
-            print(f"{args.out}: {'the same' if same else 'DIFFERENT'} {len(archs)} networks (seed {args.seed})")
-            figures = {"mode": "sample", "archs": len(archs), "seed": args.seed, "same": same}
+            if [arch_id(a) for a in read_sample(paper_space(), args.out)] != [arch_id(a) for a in archs]:
+                raise NasError(f"--out: {args.out} is not the draw of seed {args.seed} and size {args.size}")
+            print(f"{args.out}: the same {len(archs)} networks as drawn now (seed {args.seed})")
+            figures = {"mode": "sample", "archs": len(archs), "seed": args.seed, "same": True}
         else:
             write_sample(archs, args.out)
             print(f"{args.out}: {len(archs)} distinct networks (seed {args.seed})")

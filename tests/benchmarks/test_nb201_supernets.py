@@ -38,9 +38,12 @@ def test_the_sample_is_reproducible_distinct_networks_and_the_committed_one(spac
     assert [arch_id(a) for a in committed] == [arch_id(a) for a in sample]
 
 
-def test_a_missing_sample_file_is_one_line_naming_the_mode(space, tmp_path):
+def test_a_missing_or_other_sample_file_is_one_line(space, sample, tmp_path):
     with pytest.raises(NasError, match="nb201_supernets sample"):
         bench.read_sample(space, tmp_path / "absent.csv")
+    bench.write_sample(sample[:499] + [sample[0]], tmp_path / "other.csv")
+    with pytest.raises(NasError, match="--out: .*other.csv is not the draw of seed 0 and size 500"):
+        bench.main(["sample", "--check", "--out", str(tmp_path / "other.csv")])
 
 
 def planted_table(archs, seed: int = 0) -> dict[str, float]:
