@@ -24,7 +24,8 @@ stage, one CPU thread) trained by each seed method at equal steps. The modes:
   Spearman against the table's CIFAR-10 test accuracy with 90% bootstrap intervals, beside
   `macs+jacov` (the zero-cost default) on the same archs and the rank fusion
   `supernet+macs+jacov` (equal weights, as the `+` spec ranks), and the table's accuracy of the
-  arch `nas search RUN` returns (default searcher, trials and score; `--search-score` to change).
+  arch `nas search RUN` returns (default searcher, trials and score; `--search-score`,
+  `--search-trials` to change; about 5 thread-seconds a trial).
 - `ceiling [--archs 8] [--epochs 7]`: the first `--archs` sample archs each trained alone with
   the config's recipe for `--epochs` (7 epochs: 686 steps), in the standalone cache
   `--ground-truth` (`nas fidelity`'s, resumable, `--workers` processes), ranked against the table:
@@ -266,11 +267,11 @@ def load_graded_run(path: str, images: Path | None, loaded: dict[str, object]):
     return dataclasses.replace(run, _splits=splits, _data=in_memory_source(splits, run.config.data))
 
 
-def searched(run, table: Mapping[str, float], score: str) -> dict:
-    """The arch `nas search RUN` returns (default searcher and trials) and its table accuracy."""
+def searched(run, table: Mapping[str, float], score: str, trials: int) -> dict:
+    """The arch `nas search RUN` returns (default searcher) and its table accuracy."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
-        result = api.search(run, out=out, progress=False, score=score)
+        result = api.search(run, out=out, progress=False, score=score, trials=trials)
     return {"arch": to_nb201_string(result.best), "arch_id": result.arch_id, "score": result.score,
             "val_top1": result.val_top1, "table_top1": table[result.arch_id],
             "seconds": round(time.perf_counter() - started, 1)}
@@ -297,7 +298,7 @@ def grade(args: argparse.Namespace) -> dict:
         report = rank_report(values, table, zero_cost)
         report["grading_seconds"] = round(time.perf_counter() - started, 1)
         if not args.no_search:
-            report["search"] = searched(run, table, args.search_score)
+            report["search"] = searched(run, table, args.search_score, args.search_trials)
         graded[name] = report
         print_report(name, report)
     return {"mode": "grade", "archs": len(archs), "val_images": args.val_images,
@@ -406,6 +407,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     graded.add_argument("--recal-batches", type=int, default=2, help="BN recalibration batches of 256")
     graded.add_argument("--limit", type=int, default=None, help="grade only the first N sample archs")
     graded.add_argument("--search-score", default="auto", help="the score of the search (default: nas's default)")
+    graded.add_argument("--search-trials", type=int, default=50, help="the search's trials (default: nas's)")
     graded.add_argument("--no-search", action="store_true", help="skip the search")
     ceiling_ = modes.add_parser("ceiling", help="sample archs trained alone at the config's size")
     ceiling_.add_argument("--images", type=Path, required=True, help="the extracted CIFAR-10 image folder")
