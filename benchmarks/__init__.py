@@ -86,6 +86,14 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
                                          f"--other-init {NB201_SCORES}/scores_naslib_b0_i1.csv",
                               needs=NB201),),
     "nb201_default_answer": (Command("hours", "--images DIR", needs=NB201_IMAGES),),
+    "nb201_supernets": (Command("seconds", "sample --check"),
+                        Command("minutes", "time --images DIR --steps 20", needs=NB201_IMAGES),
+                        Command("minutes", "zero-cost --images DIR/train", needs=NB201_IMAGES),
+                        Command("seconds", "commands --images DIR --seeds 0 1"),
+                        Command("hours", "grade runs/nb201cpu-spos-s0 runs/nb201cpu-spos-s1 runs/nb201cpu-sandwich-s0 "
+                                         "runs/nb201cpu-sandwich-s1 runs/nb201cpu-pada-s0 runs/nb201cpu-pada-s1 "
+                                         "runs/nb201cpu-gm-s0 runs/nb201cpu-gm-s1", needs=f"{RUN}, {NB201}"),
+                        Command("hours", "ceiling --images DIR --archs 16", needs=NB201_IMAGES)),
     "ranking": (Command("hours", "--ground-truth DIR --config fashion_mnist_cell201 --workers 2"),),
     "standalone_speed": (Command("hours"),),
     "bf16_speed": (Command("minutes"),),

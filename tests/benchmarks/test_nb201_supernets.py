@@ -1,0 +1,135 @@
+"""benchmarks.nb201_supernets: the fixed sample, the grading of a supernet against the table, and
+the seed methods' commands."""
+from __future__ import annotations
+
+import csv
+import random
+
+import pytest
+from scipy import stats
+
+from benchmarks import nb201_supernets as bench
+from benchmarks.nb201_data import TABLE, paper_space
+from nas.core.arch import arch_id
+from nas.core.errors import NasError
+from search_spaces.cell201 import to_nb201_string
+
+SETTINGS = {"step": 7, "val_images": 100, "bn_recal_batches": 2}
+
+
+@pytest.fixture(scope="module")
+def space():
+    return paper_space()
+
+
+@pytest.fixture(scope="module")
+def sample(space):
+    return bench.draw_sample(space)
+
+
+def test_the_sample_is_reproducible_distinct_networks_and_the_committed_one(space, sample):
+    again = bench.draw_sample(space)
+    assert [arch_id(a) for a in again] == [arch_id(a) for a in sample]
+    assert len({arch_id(a) for a in sample}) == len(sample) >= 500
+    assert all(space.canonical(a) == a for a in sample)            # dead edges already merged
+    other = bench.draw_sample(space, seed=1)
+    assert {arch_id(a) for a in other} != {arch_id(a) for a in sample}
+    committed = bench.read_sample(space)
+    assert [arch_id(a) for a in committed] == [arch_id(a) for a in sample]
+
+
+def test_a_missing_or_other_sample_file_is_one_line(space, sample, tmp_path):
+    with pytest.raises(NasError, match="nb201_supernets sample"):
+        bench.read_sample(space, tmp_path / "absent.csv")
+    bench.write_sample(sample[:499] + [sample[0]], tmp_path / "other.csv")
+    with pytest.raises(NasError, match="--out: .*other.csv is not the draw of seed 0 and size 500"):
+        bench.main(["sample", "--check", "--out", str(tmp_path / "other.csv")])
+
+
+def planted_table(archs, seed: int = 0) -> dict[str, float]:
+    rng = random.Random(seed)
+    return {arch_id(a): round(rng.uniform(80, 94), 2) for a in archs}
+
+
+def test_a_planted_supernet_equal_to_the_table_ranks_it_at_tau_one(sample, tmp_path):
+    archs = sample[:60]
+    table = planted_table(archs)
+    out = tmp_path / "supernet_planted.csv"
+    values = bench.grade_archs(archs, lambda a: table[arch_id(a)] / 100, out, SETTINGS, progress=False)
+    report = bench.rank_report(values, table, {})
+    assert report["supernet"]["kendall"]["value"] == 1.0 and report["supernet"]["spearman"]["value"] == 1.0
+    assert report["supernet"]["kendall"]["interval"] == [1.0, 1.0] and report["supernet"]["archs"] == 60
+    assert report["zero_cost_missing"] == 60
+    with out.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["arch"] for r in rows] == [to_nb201_string(a) for a in archs]
+
+
+def test_grading_resumes_from_its_file_and_refuses_other_settings(sample, tmp_path):
+    archs = sample[:10]
+    out = tmp_path / "supernet_run.csv"
+    measured = []
+
+    def top1(arch):
+        measured.append(arch_id(arch))
+        return len(measured) / 100
+
+    first = bench.grade_archs(archs[:4], top1, out, SETTINGS, progress=False)
+    both = bench.grade_archs(archs, top1, out, SETTINGS, progress=False)
+    assert measured == [arch_id(a) for a in archs]                 # the first four read back, not measured
+    assert all(both[i] == first[i] for i in first)
+    with pytest.raises(NasError, match="--results: .* measured with"):
+        bench.grade_archs(archs, top1, out, {**SETTINGS, "val_images": 200}, progress=False)
+
+
+def test_the_fusion_ranks_by_the_mean_of_the_normalised_ranks(sample):
+    archs = sample[:40]
+    table = planted_table(archs)
+    rng = random.Random(1)
+    supernet = {arch_id(a): rng.random() for a in archs}
+    zero_cost = {arch_id(a): {"macs": rng.random(), "jacov": rng.random()} for a in archs}
+    report = bench.rank_report(supernet, table, zero_cost)
+    ids = list(supernet)
+    truth = [table[i] for i in ids]
+    free = [stats.rankdata([zero_cost[i][name] for i in ids]) for name in ("macs", "jacov")]
+    for spec, columns in (("macs+jacov", free),
+                          ("supernet+macs+jacov", [stats.rankdata([supernet[i] for i in ids]), *free])):
+        expected = stats.kendalltau(sum(columns), truth).statistic     # rank sums tie: tau-b's ties count
+        assert report[spec]["kendall"]["value"] == pytest.approx(expected, abs=5e-4)
+        assert report[spec]["spearman"]["value"] == pytest.approx(stats.spearmanr(sum(columns), truth).statistic,
+                                                                  abs=5e-4)
+
+
+@pytest.mark.skipif(not TABLE.is_file(), reason=f"the shared NAS-Bench-201 table is absent ({TABLE})")
+def test_a_supernet_that_reads_the_real_table_ranks_the_sample_at_tau_one(space, sample, tmp_path):
+    from estimators.table import read_table
+
+    table = read_table(f"table:{TABLE}", space)
+    archs = sample[:100]
+    values = bench.grade_archs(archs, lambda a: table[arch_id(a)], tmp_path / "s.csv", SETTINGS, progress=False)
+    report = bench.rank_report(values, table, bench.zero_cost_scores())
+    assert report["supernet"]["kendall"]["value"] == 1.0
+    assert report["supernet+macs+jacov"]["kendall"]["value"] < 1.0        # the zero-cost default disagrees
+
+
+def test_every_seed_method_has_a_command_of_the_cpu_config():
+    lines = [bench.train_command(m, 1, "/data/cifar") for m in bench.METHODS]
+    assert all(line.startswith("nas train cifar10_nb201_cpu --name nb201cpu-") for line in lines)
+    assert all("data.root=/data/cifar" in line and "train.seed=1" in line for line in lines)
+    assert "'strategy.sampler={name: sandwich, num_random: 2}'" in lines[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TABLE.is_file(), reason=f"the shared NAS-Bench-201 table is absent ({TABLE})")
+def test_the_ceiling_trains_sample_archs_alone_and_ranks_them_against_the_table(tmp_path):
+    from tests.support.fake_data import write_png_tree
+
+    write_png_tree(tmp_path / "tree", train_per_class=8, val_per_class=2)
+    figures = bench.main(["ceiling", "--images", str(tmp_path / "tree"), "--archs", "3", "--epochs", "1",
+                          "--ground-truth", str(tmp_path / "truth"), "--set", "data.val_size=6",
+                          "data.train_size=null", "train.batch_size=8", "data.in_memory=true"])
+    assert figures["steps"] == 2 and len(figures["archs"]) == 3        # 18 images: two full batches of 8
+    sample = bench.read_sample(paper_space())[:3]
+    assert [a["arch"] for a in figures["archs"]] == [to_nb201_string(a) for a in sample]
+    assert all(0 <= a["test_top1"] <= 1 for a in figures["archs"])
+    assert -1 <= figures["kendall"]["value"] <= 1 and len(list((tmp_path / "truth").rglob("*-s0.json"))) == 3
