@@ -17,6 +17,10 @@ from search_spaces.cell201 import to_nb201_string
 SETTINGS = {"step": 7, "val_images": 100, "bn_recal_batches": 2}
 
 
+# a user's clone has no shared data: these tests skip there, naming the missing file
+needs_table = pytest.mark.skipif(not TABLE.is_file(), reason=f"the shared NAS-Bench-201 table is absent ({TABLE})")
+
+
 @pytest.fixture(scope="module")
 def space():
     return paper_space()
@@ -100,7 +104,7 @@ def test_the_fusion_ranks_by_the_mean_of_the_normalised_ranks(sample):
                                                                   abs=5e-4)
 
 
-@pytest.mark.skipif(not TABLE.is_file(), reason=f"the shared NAS-Bench-201 table is absent ({TABLE})")
+@needs_table
 def test_a_supernet_that_reads_the_real_table_ranks_the_sample_at_tau_one(space, sample, tmp_path):
     from estimators.table import read_table
 
@@ -120,7 +124,7 @@ def test_every_seed_method_has_a_command_of_the_cpu_config():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not TABLE.is_file(), reason=f"the shared NAS-Bench-201 table is absent ({TABLE})")
+@needs_table
 def test_the_ceiling_trains_sample_archs_alone_and_ranks_them_against_the_table(tmp_path):
     from tests.support.fake_data import write_png_tree
 
