@@ -24,8 +24,9 @@ stage, one CPU thread) trained by each seed method at equal steps. The modes:
   Spearman against the table's CIFAR-10 test accuracy with 90% bootstrap intervals, beside
   `macs+jacov` (the zero-cost default) on the same archs and the rank fusion
   `supernet+macs+jacov` (equal weights, as the `+` spec ranks), and the table's accuracy of the
-  arch `nas search RUN` returns (default searcher, trials and score; `--search-score`,
-  `--search-trials` to change; about 5 thread-seconds a trial).
+  arch `nas search RUN` returns (default searcher and trials), once per `--search-score`: `auto`
+  (on this space the zero-cost default, which reads no supernet, unless the run holds a fidelity
+  summary) and `supernet` (the supernet's own ranking); about 5 thread-seconds a trial.
 - `ceiling [--archs 8] [--epochs 7]`: the first `--archs` sample archs each trained alone with
   the config's recipe for `--epochs` (7 epochs: 686 steps), in the standalone cache
   `--ground-truth` (`nas fidelity`'s, resumable, `--workers` processes), ranked against the table:
@@ -298,7 +299,7 @@ def grade(args: argparse.Namespace) -> dict:
         report = rank_report(values, table, zero_cost)
         report["grading_seconds"] = round(time.perf_counter() - started, 1)
         if not args.no_search:
-            report["search"] = searched(run, table, args.search_score, args.search_trials)
+            report["search"] = {score: searched(run, table, score, args.search_trials) for score in args.search_score}
         graded[name] = report
         print_report(name, report)
     return {"mode": "grade", "archs": len(archs), "val_images": args.val_images,
@@ -310,9 +311,8 @@ def print_report(name: str, report: Mapping) -> None:
         if isinstance(row, dict) and "kendall" in row:
             k, s = row["kendall"], row["spearman"]
             print(f"  {key:22s} Kendall {k['value']:.3f} {k['interval']}  Spearman {s['value']:.3f} {s['interval']}")
-    if "search" in report:
-        found = report["search"]
-        print(f"  nas search ({found['score']}): {found['arch']} -> table {found['table_top1']:.2f}")
+    for spec, found in report.get("search", {}).items():
+        print(f"  nas search --score {spec} ({found['score']}): {found['arch']} -> table {found['table_top1']:.2f}")
 
 
 # -- the ceiling: sample archs trained alone ----------------------------------------------------------
@@ -406,7 +406,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     graded.add_argument("--val-images", type=int, default=1000, help="validation images per arch")
     graded.add_argument("--recal-batches", type=int, default=2, help="BN recalibration batches of 256")
     graded.add_argument("--limit", type=int, default=None, help="grade only the first N sample archs")
-    graded.add_argument("--search-score", default="auto", help="the score of the search (default: nas's default)")
+    graded.add_argument("--search-score", nargs="+", default=["auto", "supernet"],
+                        help="the searches' scores, one search each (default: nas's default, auto, and the supernet)")
     graded.add_argument("--search-trials", type=int, default=50, help="the search's trials (default: nas's)")
     graded.add_argument("--no-search", action="store_true", help="skip the search")
     ceiling_ = modes.add_parser("ceiling", help="sample archs trained alone at the config's size")
