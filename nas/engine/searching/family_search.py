@@ -114,7 +114,8 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
         _check_resumed(folder, record)
         for k, request in enumerate(requests):
             earlier = tuple(r.best for r in results)
-            request = dataclasses.replace(request, first=_first(request.first, earlier), window=_window(plan, k))
+            request = dataclasses.replace(request, first=_first(request.first, earlier), window=_window(plan, k),
+                                          announce_score=k == 0)
             if progress:
                 announce(f"family member {k + 1}/{len(requests)}: {{{BY_NAME[plan.cost].param}={plan.specs[k]}}}")
             result = search_request(run, request, shared.wrap)

@@ -257,7 +257,7 @@ def search_loop(space: ArchSpace, evaluate: Evaluate, request: SearchRequest, *,
     new = rejected = duplicates = 0
     queued_min = False
     with _closing(searcher, log, request.out, costs, final=rank is None):
-        if show and request.score_line is not None:
+        if show and request.announce_score and request.score_line is not None:
             announce(request.score_line)
         if (request.worker if worker is None else worker) == 0:
             _queue_first(searcher, request.first, costs)

@@ -83,6 +83,8 @@ class SearchRequest:
             sandwich rule's min and max) when the score is the supernet's own measurement,
             because they are the best-trained archs it holds; none otherwise.
         score_line: `score_reason` in one short line: the score and its one reason.
+        announce_score: Print `score_line` on stderr when the search starts (a family's later
+            members do not repeat it; their records keep it).
         window: Cost name -> the low edge of the costs near its budget where a searcher draws
             some of its first proposals (`searchers.base.ReplaySearcher.window_arch`; a family
             member's: the previous member's budget); a budgeted cost it does not name takes the
@@ -115,6 +117,7 @@ class SearchRequest:
     predict_missing: bool = False
     first: tuple[Arch, ...] = ()
     score_line: str | None = None
+    announce_score: bool = True
     window: Mapping[str, float] | None = None
 
     @property

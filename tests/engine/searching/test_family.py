@@ -163,3 +163,13 @@ def test_a_damaged_family_json_is_one_line_naming_it(tmp_path):
     with pytest.raises(SearchError, match="would not be readable"):
         write_family(tmp_path, {"kind": "family"})
     assert not is_family(tmp_path / "nothing")
+
+
+def test_the_auto_score_is_announced_once_for_the_family_and_kept_by_every_member(trained, tmp_path, capsys):
+    run = api.load_run("tiny", trained)
+    family = api.search_family(run, "random", max_macs=BUDGETS, trials=3, progress=True, out=tmp_path / "fam")
+    err = capsys.readouterr().err
+    announced = [err[at:].splitlines()[0] for at in range(len(err)) if err.startswith("score auto:", at)]
+    summaries = [json.loads((family.dir / m["dir"] / "summary.json").read_text()) for m in read_family(family.dir)["members"]]
+    assert len(announced) == 1 and len(summaries) == 2, announced
+    assert all(s["score_line"] == announced[0] for s in summaries), (announced, [s["score_line"] for s in summaries])
