@@ -269,15 +269,20 @@ def _options(items: list[str]) -> dict[str, Any]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from nas import api
+    from nas.core.search_config import KEYS
+    given = {key: getattr(args, key) for key in KEYS}     # None: the config's search section's, else the default
     if api.names_a_run(args.run, args.runs_dir) or not _names_a_config(args.run):
         if args.set:
             raise ConfigError("--set: overrides apply to a config, not to a trained run")
         run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
+        settings = run.config.search.settings(run.config.source, **given)
     else:      # a config: its untrained supernet, for scores that read no trained weight
-        api.check_untrained_search(args.score, args.out, args.workers, args.finalists)
-        run = api.untrained_run(api.load_config(args.run, args.set), args.out, args.device)
-    budgets = (args.max_macs, args.max_params, args.max_latency_ms)
-    if args.members is not None or any(api.budget_list(value) is not None for value in budgets):
+        config = api.load_config(args.run, args.set)
+        settings = config.search.settings(config.source, **given)
+        with settings.blamed():
+            api.check_untrained_search(settings.values["score"], args.out, args.workers, settings.values["finalists"])
+        run = api.untrained_run(config, args.out, args.device)
+    if settings.family_key is not None:
         return _search_family(args, run)
     result = api.search(
         run, args.searcher,
@@ -468,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     from nas.api import EXPORT_FORMATS, SPLITS
     from nas.core.registry import SEARCHERS
+    from nas.core.search_config import DEFAULTS as SEARCH_DEFAULTS
 
     parser = _Parser(
         prog="nas", description="Weight-sharing neural architecture search: train one supernet, "
@@ -524,15 +530,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the fine-tune also learns from the max subnet's predictions (default: export.finetune.distill)")
     export.set_defaults(func=cmd_export)
 
-    search = commands.add_parser("search", help="search a trained supernet for the best subnet under a budget")
+    search = commands.add_parser("search", help="search a trained supernet for the best subnet under a budget",
+                                 description="Search a trained supernet (or a config's untrained one) for the best "
+                                 "subnet under a budget, or one per budget: a family. What a flag does not give comes "
+                                 "from the run config's search: section (the same names: searcher, score, trials, "
+                                 "seed, max_macs, max_params, max_latency_ms, members, finalists; docs/families.md), "
+                                 "else the default; a budget flag (or --members) replaces all of its budgets.")
     search.add_argument("run", metavar="RUN", help="run directory or name under --runs-dir; or a config (shipped "
                         "name or YAML path) to search its untrained supernet by a table or zero-cost score "
                         "(needs --out)")
     search.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="with a config: override its keys, e.g. --set data.root=DIR")
-    search.add_argument("--searcher", default="evolution", choices=SEARCHERS.names(),
-                        help="registered searcher (default evolution)")
-    search.add_argument("--score", default="auto", metavar="NAME",
+    search.add_argument("--searcher", choices=SEARCHERS.names(),
+                        help=f"registered searcher (default {SEARCH_DEFAULTS['searcher']})")
+    search.add_argument("--score", metavar="NAME",
                         help="what ranks the candidates: a registered estimator (supernet: BN-recalibrated "
                         "validation top-1; macs, params, ...) or a fusion spec such as 2*supernet+naswot "
                         "(grammar: docs/estimators.md); auto (default): the best "
@@ -557,8 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--predict-missing", action="store_true",
                         help="with a CSV --latency-table: predict the archs it lacks from a table fitted to its rows "
                         "(default: an arch it lacks is an error)")
-    search.add_argument("--trials", type=int, default=50, help="distinct archs to evaluate in total (default 50)")
-    search.add_argument("--seed", type=int, default=0, help="search seed (default 0; worker k uses seed + k)")
+    search.add_argument("--trials", type=int, help="distinct archs to evaluate in total (default "
+                        f"{SEARCH_DEFAULTS['trials']})")
+    search.add_argument("--seed", type=int,
+                        help=f"search seed (default {SEARCH_DEFAULTS['seed']}; worker k uses seed + k)")
     search.add_argument("--storage", help="Optuna storage URL (sqlite:///f.db, postgresql://..., journal:///f.log)")
     search.add_argument("--study", help="Optuna study name (also the search directory name)")
     search.add_argument("--workers", type=int, default=1,
@@ -569,9 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--option", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="searcher options, e.g. --option population=20 mutation_prob=0.3")
     search.add_argument("--checkpoint", default="last.pt", help="checkpoint file name (default last.pt)")
-    search.add_argument("--finalists", type=int, default=0, metavar="K",
+    search.add_argument("--finalists", type=int, metavar="K",
                         help="then fine-tune the K best by the score alone from the shared weights and answer the "
-                        "best of them on validation (default 0: none)")
+                        f"best of them on validation (default {SEARCH_DEFAULTS['finalists']}: none)")
     search.add_argument("--finalist-steps", type=int, metavar="N",
                         help="optimiser steps of each finalist's fine-tune (default 100)")
     search.add_argument("--json", action="store_true", help="print JSON on stdout")

@@ -22,6 +22,7 @@ from nas.core import yaml_io
 from nas.core.errors import ConfigError, NasError, clip, int_problems
 from nas.core.registry import DISTILL_LOSSES, SAMPLERS, SPACES, STRATEGIES, Registry
 from nas.core.schema import Problems, convert_dataclass, to_plain
+from nas.core.search_config import SearchConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -318,6 +319,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)   # what `nas search RUN` does unless told
     source: str = field(default="<dict>", compare=False)
 
     def to_dict(self) -> dict:
@@ -441,6 +443,7 @@ def _validated(raw: dict, source: str) -> tuple[RunConfig | None, Problems]:
     if problems:
         return None, problems
     return RunConfig(space=plugins["space"], data=body.data, train=body.train, eval=body.eval, export=body.export,
+                     search=body.search,
                      strategy=StrategyConfig(top.name, top.options, strategy_plugins["sampler"],
                                              strategy_plugins["distill"]), source=source), problems
 
@@ -498,6 +501,7 @@ class _RunBody:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
 
 
 def shipped_configs() -> list[str]:

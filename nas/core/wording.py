@@ -96,6 +96,13 @@ def render(text: str, words: Words = PYTHON) -> str:
     return _PARAM_REF.sub(ref, _COMMAND.sub(run, "\n".join(lines)))
 
 
+def leading_param(line: str) -> str | None:
+    """The parameter a problem line starts with (`max_macs` of `max_macs: ...`, `score` of
+    `score auto: ...`), or None."""
+    match = _LEADING_PARAM.match(line)
+    return match.group(1) if match else None
+
+
 _words: Words = PYTHON
 
 

@@ -205,8 +205,10 @@ def check_config(state: Mapping[str, Any], config: RunConfig, path: Path, config
     """Refuse a checkpoint trained with another config than the run's `config.yaml` (names the keys)."""
     if "config" not in state:
         return
-    # what an export ships is decided after training: editing it never invalidates the weights
-    differences = [d for d in config_differences(state["config"], config.to_dict()) if not d.startswith("export.")]
+    # what a search asks and what an export ships are decided after training: editing them never
+    # invalidates the weights
+    differences = [d for d in config_differences(state["config"], config.to_dict())
+                   if not d.startswith(("export.", "search."))]
     if differences:
         more = f" and {len(differences) - _SHOWN} more" if len(differences) > _SHOWN else ""
         raise CheckpointError(f"{path}: trained with another config than {config_path} "

@@ -1,12 +1,37 @@
 """A family folder planted by hand: ordinary one-budget searches in member subfolders plus the
-family.json a family search writes beside them (the family export and summary read only these)."""
+family.json a family search writes beside them (the family export and summary read only these);
+and a planted score whose every answer is known (`favours_max`)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
 
+import pytest
+
+from estimators.base import Estimator, EstimatorContext
 from nas import api
+from nas.core.arch import Arch, arch_id
+from nas.core.registry import ESTIMATORS, Entry, NoOptions
 from nas.engine.searching.family import member_dir, write_family
+
+
+class FavoursMax(Estimator):
+    """A planted score: the more MACs, the better (each member's answer is the largest arch its
+    budget admits); it counts the archs it scores."""
+
+    name = "test-favours-max"
+    scored: list[str] = []
+
+    def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
+        FavoursMax.scored.extend(arch_id(context.space.canonical(a)) for a in archs)
+        return [float(context.space.macs(a)) for a in archs]
+
+
+@pytest.fixture
+def favours_max(monkeypatch):
+    monkeypatch.setitem(ESTIMATORS._entries, FavoursMax.name, Entry(FavoursMax.name, FavoursMax, NoOptions))
+    FavoursMax.scored = []
+    return FavoursMax.scored
 
 
 def plant_family(run: api.Run, out: Path, budgets: Sequence[str] = ("20%", "80%"), score: str = "macs",

@@ -25,6 +25,7 @@ from nas.core.costs import BY_NAME
 from nas.core.errors import ConfigError
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
+from nas.core.search_config import BUDGET_KEYS, SearchSettings
 from nas.core.wording import announce
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
@@ -72,12 +73,12 @@ def family_id(searcher: str, budgets: FamilyBudgets, seed: int, score: str) -> s
     return f"family-{searcher}-{span}-n{len(budgets.budgets)}{tail}"
 
 
-def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None, max_params: Any = None,
+def search_family(run: Run, searcher: str | None = None, *, max_macs: Any = None, max_params: Any = None,
                   max_latency_ms: Any = None, members: int | None = None, device: Any = None, batch: int = 1,
-                  trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
-                  out: str | Path | None = None, options: Mapping[str, Any] | None = None, workers: int = 1,
-                  progress: bool = True, score: str = "auto", finalists: int = 0, finalist_steps: int | None = None,
-                  latency_table: str | None = None, predict_missing: bool = False,
+                  trials: int | None = None, seed: int | None = None, storage: str | None = None,
+                  study: str | None = None, out: str | Path | None = None, options: Mapping[str, Any] | None = None,
+                  workers: int = 1, progress: bool = True, score: str | None = None, finalists: int | None = None,
+                  finalist_steps: int | None = None, latency_table: str | None = None, predict_missing: bool = False,
                   ships: str | None = None) -> FamilyResult:
     """Search the run for one subnet per budget, sharing evaluations (`nas search` with a budget
     list or `--members`; see the module docstring).
@@ -86,30 +87,44 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
     string: `"35%,50%,75%"`), or `members=K` asks K MACs budgets from 20% to 80% of the MACs range;
     the other budgets, one value each, are shared by every member. `trials` is per member; `study`
     (with a shared Optuna storage) names member k's study `<study>-m<k>`. The other arguments are
-    `nas.search`'s. Returns the members' results and the family folder (`out`, default
-    `runs/NAME/search/family-...`, named after the arguments so that re-running continues it).
+    `nas.search`'s; as there, those left None are the run config's `search:` section's (with no
+    budget given, its budgets). Returns the members' results and the family folder (`out`,
+    default `runs/NAME/search/family-...`, named after the arguments so that re-running
+    continues it).
     """
+    settings = run.config.search.settings(run.config.source, searcher=searcher, max_macs=max_macs,
+                                          max_params=max_params, max_latency_ms=max_latency_ms, members=members,
+                                          trials=trials, seed=seed, score=score, finalists=finalists)
+    with settings.blamed():
+        return _search_family(run, settings, device=device, batch=batch, storage=storage, study=study, out=out,
+                              options=options, workers=workers, progress=progress, finalist_steps=finalist_steps,
+                              latency_table=latency_table, predict_missing=predict_missing, ships=ships)
+
+
+def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None, study: str | None,
+                   progress: bool, **arguments: Any) -> FamilyResult:
+    """`search_family` with its settings resolved (`arguments`: the rest of `build_request`'s)."""
     from nas.engine.searching.stage import check_search, search_request
 
-    plan = family_budgets(run, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
-                          members=members)
-    spec = resolve_score(score, run, ships)[0].name
+    values = settings.values
+    searcher, seed, trials = values["searcher"], values["seed"], values["trials"]
+    plan = family_budgets(run, **{key: values[key] for key in BUDGET_KEYS})
+    spec = resolve_score(values["score"], run, arguments["ships"])[0].name
     folder = Path(out) if out is not None else run.dir.search(family_id(searcher, plan, seed, spec))
     check_writable(folder, "out" if out is not None else "RUN")
     # with workers sharing a study and no `study` given, each member's study is named after its
     # folder (and journaled in it unless `storage` is given), as a one-budget search's
-    requests = [build_request(run, searcher, **plan.member(k), device=device, batch=batch, trials=trials, seed=seed,
-                              storage=storage, study=None if study is None else f"{study}-m{k + 1}",
-                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k]), options=options, worker=0,
-                              workers=workers, progress=progress, score=score, finalists=finalists,
-                              finalist_steps=finalist_steps, latency_table=latency_table,
-                              predict_missing=predict_missing, ships=ships)
+    requests = [build_request(run, searcher, **plan.member(k), trials=trials, seed=seed, score=values["score"],
+                              finalists=values["finalists"], study=None if study is None else f"{study}-m{k + 1}",
+                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k]), worker=0, progress=progress,
+                              **arguments)
                 for k in range(len(plan.budgets))]
     for request in requests:
         check_search(run, request)
     record = _family_record(plan, requests[0], trials)
     shared = SharedEvaluations()
     results: list[SearchResult] = []
+    origin = settings.budget_origin()
     with folder_lock(folder, "family search"):
         _check_resumed(folder, record)
         for k, request in enumerate(requests):
@@ -117,7 +132,9 @@ def search_family(run: Run, searcher: str = "evolution", *, max_macs: Any = None
             request = dataclasses.replace(request, first=_first(request.first, earlier), window=_window(plan, k),
                                           announce_score=k == 0)
             if progress:
-                announce(f"family member {k + 1}/{len(requests)}: {{{BY_NAME[plan.cost].param}={plan.specs[k]}}}")
+                param = BY_NAME[plan.cost].param
+                budget = plan.specs[k] if settings.budgets_from_config else f"{{{param}={plan.specs[k]}}}"
+                announce(f"family member {k + 1}/{len(requests)}: {budget}" + (f" ({origin})" if origin else ""))
             result = search_request(run, request, shared.wrap)
             shared.add(result.trials, request.out.name)
             results.append(result)

@@ -191,21 +191,14 @@ def resolve_budget(value: str | float | None, low: float, high: float, flag: str
     """A budget as an amount (`4M`, `150K`, `3`) or as `P%` of the way from the min to the max subnet;
     always finite (`1e400` is an error naming `flag`, never "no budget")."""
     from nas.core.amounts import parse_amount
+    from nas.core.budgets import budget_fraction
 
     if value is None:
         return None
     if not isinstance(value, str):
         return parse_amount(value, flag)     # a number from the Python API: finite, checked there
-    text = value.strip()
-    if text.endswith("%"):
-        try:
-            fraction = float(text[:-1]) / 100
-        except ValueError:
-            fraction = -1.0
-        if not 0 <= fraction <= 1:
-            raise ConfigError(f"{flag}: {text!r}: a percentage must be between 0% (min subnet) and 100% (max subnet)")
-        return low + fraction * (high - low)
-    return parse_amount(text, flag)
+    fraction = budget_fraction(value, flag)
+    return parse_amount(value.strip(), flag) if fraction is None else low + fraction * (high - low)
 
 
 def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_params: str | float | None,

@@ -33,15 +33,20 @@ if TYPE_CHECKING:     # the search machinery (Optuna included) loads on first us
 __all__ = ["check_search", "latency_table", "resolve_budget", "search", "search_request"]
 
 
-def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | None = None,
+def search(run: Run, searcher: str | None = None, *, max_macs: str | float | None = None,
            max_params: str | float | None = None, max_latency_ms: float | None = None,
            device: str | torch.device | None = None,
-           batch: int = 1, trials: int = 50, seed: int = 0, storage: str | None = None, study: str | None = None,
-           out: str | Path | None = None, options: Mapping[str, Any] | None = None, worker: int = 0,
-           workers: int = 1, progress: bool = True, score: str = "auto", finalists: int = 0,
-           finalist_steps: int | None = None, latency_table: str | None = None,
+           batch: int = 1, trials: int | None = None, seed: int | None = None, storage: str | None = None,
+           study: str | None = None, out: str | Path | None = None, options: Mapping[str, Any] | None = None,
+           worker: int = 0, workers: int = 1, progress: bool = True, score: str | None = None,
+           finalists: int | None = None, finalist_steps: int | None = None, latency_table: str | None = None,
            predict_missing: bool = False, ships: str | None = None) -> SearchResult:
     """Search the run's supernet for the most accurate subnet within the budgets (`nas search`).
+
+    `searcher`, the budgets, `trials`, `seed`, `score` and `finalists` left None are the run
+    config's `search:` section's (`nas.core.search_config`; a budget given replaces all of its
+    budgets), else `evolution`, no budget, 50, 0, `auto` and 0. Budgets that ask a family (a
+    list, or the section's `members`) are `search_family`'s.
 
     `max_macs`/`max_params` are amounts (`4M`, `150K`) or `P%` of the way from the min subnet's
     cost to the max subnet's (`0%`: the min subnet's cost). `workers > 1` starts that many local
@@ -72,12 +77,17 @@ def search(run: Run, searcher: str = "evolution", *, max_macs: str | float | Non
     Every argument is checked before any work; the search folder records the run's checkpoint
     and step, and a folder searched on other weights (the run trained further) is refused.
     """
-    request = build_request(run, searcher, max_macs=max_macs, max_params=max_params, max_latency_ms=max_latency_ms,
-                            device=device, batch=batch, trials=trials, seed=seed, storage=storage, study=study,
-                            out=out, options=options, worker=worker, workers=workers, progress=progress, score=score,
-                            finalists=finalists, finalist_steps=finalist_steps, latency_table=latency_table,
-                            predict_missing=predict_missing, ships=ships)
-    return search_request(run, request)
+    settings = run.config.search.settings(run.config.source, searcher=searcher, max_macs=max_macs,
+                                          max_params=max_params, max_latency_ms=max_latency_ms, trials=trials,
+                                          seed=seed, score=score, finalists=finalists)
+    given = {key: value for key, value in settings.values.items() if key != "members"}
+    with settings.blamed():
+        settings.check_one_budget()
+        request = build_request(run, **given, device=device, batch=batch, storage=storage, study=study, out=out,
+                                options=options, worker=worker, workers=workers, progress=progress,
+                                finalist_steps=finalist_steps, latency_table=latency_table,
+                                predict_missing=predict_missing, ships=ships)
+        return search_request(run, request)
 
 
 def check_search(run: Run, request: SearchRequest) -> tuple[SearchScore, LatencyTable | None]:

@@ -3,41 +3,19 @@ budget, members searched in ascending order sharing their evaluations, resumable
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 import pytest
 
-from estimators.base import Estimator, EstimatorContext
 from nas import api, cli
-from nas.core.arch import Arch, arch_id
+from nas.core.arch import arch_id
 from nas.core.errors import SearchError
-from nas.core.registry import ESTIMATORS, Entry, NoOptions
 from nas.engine.searching.family import FAMILY, is_family, read_family, write_family
 from nas.engine.searching.family_budgets import member_specs
 from nas.engine.searching.family_search import REUSED
+from tests.support.family import FavoursMax, favours_max  # noqa: F401  (fixture)
 from tests.support.figures import no_figures  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("no_figures")
-
-
-class FavoursMax(Estimator):
-    """A planted score: the more MACs, the better (each member's answer is the largest arch its
-    budget admits); it counts the archs it scores."""
-
-    name = "test-favours-max"
-    scored: list[str] = []
-
-    def scores(self, archs: Sequence[Arch], context: EstimatorContext) -> list[float]:
-        FavoursMax.scored.extend(arch_id(context.space.canonical(a)) for a in archs)
-        return [float(context.space.macs(a)) for a in archs]
-
-
-@pytest.fixture
-def favours_max(monkeypatch):
-    monkeypatch.setitem(ESTIMATORS._entries, FavoursMax.name, Entry(FavoursMax.name, FavoursMax, NoOptions))
-    FavoursMax.scored = []
-    return FavoursMax.scored
-
 
 BUDGETS = ["20%", "60%"]
 SMALL = ["10%", "20%"]      # 36 and 78 archs of the tiny space
