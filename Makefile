@@ -31,7 +31,7 @@ FINALIST_FLAGS := $(if $(filter-out 0,$(FINALISTS)),--finalists $(FINALISTS) --w
 # Two OpenMP threads per process; torch processes started side by side set their own.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data run test test-fast bench bench-list clean
+.PHONY: setup data run run-supernet run-alone test test-fast bench bench-list clean
 
 setup: $(STAMP) data
 
@@ -50,8 +50,18 @@ data:
 		exit 1; \
 	fi
 
+# Where the supernet does not pay (`nas space CONFIG --supernet-pays` exits 1: the config's exports
+# fine-tune for a whole training, as cell201's do), the family is searched on the untrained config
+# by the zero-cost default and each member is trained alone from scratch: the cheaper path.
 run: setup
 	$(BIN)/nas space $(CONFIG)
+	@if $(BIN)/nas space $(CONFIG) --supernet-pays; then \
+		$(MAKE) --no-print-directory run-supernet; \
+	else \
+		$(MAKE) --no-print-directory run-alone; \
+	fi
+
+run-supernet:
 	@if [ -f runs/$(RUN)/config.yaml ]; then \
 		$(BIN)/nas train $(CONFIG) --name $(RUN) --resume; \
 	else \
@@ -59,6 +69,11 @@ run: setup
 	fi
 	$(BIN)/nas search $(RUN) --searcher evolution --max-macs $(MEMBERS) --trials $(TRIALS) $(FINALIST_FLAGS) --out $(FAMILY)
 	$(BIN)/nas export $(RUN) --family $(FAMILY) --finetune $(FINETUNE)
+	$(BIN)/nas summary $(FAMILY)
+
+run-alone:
+	$(BIN)/nas search $(CONFIG) --searcher evolution --max-macs $(MEMBERS) --trials $(TRIALS) --out $(FAMILY)
+	$(BIN)/nas export $(CONFIG) --family $(FAMILY)
 	$(BIN)/nas summary $(FAMILY)
 
 # Two pytest workers of one thread each: the suite's torch processes share the 2 cores. Both list

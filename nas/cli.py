@@ -112,6 +112,8 @@ def _names_a_config(target: str) -> bool:
 
 def cmd_space(args: argparse.Namespace) -> int:
     from nas import api
+    if args.supernet_pays:
+        return _supernet_pays(args)
     if _names_a_run(args.config, args.runs_dir):
         if args.set:
             raise ConfigError("--set: overrides apply to a config, not to a trained run")
@@ -120,6 +122,22 @@ def cmd_space(args: argparse.Namespace) -> int:
         summary = api.space_summary(api.load_config(args.config, args.set))
     print(json.dumps(summary, indent=2) if args.json else api.format_space_summary(summary))
     return 0
+
+
+def _supernet_pays(args: argparse.Namespace) -> int:
+    """`nas space CONFIG --supernet-pays`: exit 0 where a supernet pays for the config's family,
+    1 where training each member alone is the cheaper path (`make run` takes it), saying why."""
+    from nas import api
+    if _names_a_run(args.config, args.runs_dir):
+        path = Path(api.load_run(args.config, args.runs_dir, device="cpu").dir.root) / "config.yaml"
+        config = api.load_config(path, args.set)
+    else:
+        path, config = args.config, api.load_config(args.config, args.set)
+    note = api.cheaper_path_note(config, path)
+    print(note or "a supernet can pay here: each export fine-tunes for less than a whole training "
+                  "(export.finetune.length), so a family from one supernet can cost less than training its members "
+                  "alone")
+    return 1 if note else 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -486,6 +504,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 "sub-supernets too")
     _add_config_args(space)
     space.add_argument("--json", action="store_true", help="print JSON on stdout")
+    space.add_argument("--supernet-pays", action="store_true",
+                       help="instead of the summary: exit 0 where a supernet pays for a family of this config, 1 "
+                            "where training each member alone is cheaper (its exports fine-tune for a whole "
+                            "training), with one line saying why and the cheaper commands")
     _add_runs_dir(space)
     space.set_defaults(func=cmd_space)
 

@@ -80,3 +80,15 @@ def test_the_note_says_the_supernet_does_not_pay_when_a_fine_tune_costs_a_traini
     assert (note is not None) == says
     if says:
         assert "does not pay" in note and "nas export CFG.yaml --family DIR" in note
+
+
+@pytest.mark.parametrize("length, code", [("100%", 1), ("25%", 0)])
+def test_nas_space_supernet_pays_exits_1_where_the_cheaper_path_is_training_alone(tmp_path, capsys, length, code):
+    data = tiny_config(steps=STEPS)
+    data["export"] = {"finetune": {"length": length}}
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml_io.dumps(data))
+    assert cli.main(["space", str(config), "--supernet-pays"]) == code
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1
+    assert ("does not pay" in out[0] and f"nas export {config} --family DIR" in out[0]) == (code == 1), out
