@@ -646,8 +646,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "accuracies measured elsewhere (e.g. NAS-Bench-201's), nothing trained")
     fidelity.add_argument("--estimators", metavar="A,B,...",
                           help="estimators to report beside the supernet (names or fusions like supernet+naswot; "
-                               "default: supernet and every cheap one; calibrated only when named; supernet, macs "
-                               "and params always); see nas --help")
+                               "default: supernet, every cheap one, the space's default score and its fusion with "
+                               "supernet; calibrated only when named; supernet, macs and params always); see nas --help")
     fidelity.add_argument("--init-seeds", type=int, default=3,
                           help="initialisations zero-cost proxies average over (default 3)")
     fidelity.add_argument("--out", metavar="DIR", help="where the measurement's files go (default "

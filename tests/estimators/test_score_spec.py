@@ -81,3 +81,19 @@ def test_fidelity_estimators_are_named_canonically_and_errors_name_estimators():
         parse_names("1_0*macs+naswot")
     with pytest.raises(RegistryError, match=r"^estimators: unknown estimator 'nasw'"):
         parse_names("macs,nasw+macs")
+
+
+@pytest.mark.parametrize("config, default", [("fashion_mnist_cell201", "jacov+macs"), ("fashion_mnist_mbv3", "naswot"),
+                                             ("fashion_mnist_vit", "macs+naswot+synflow")])
+def test_fidelity_reports_the_space_default_and_its_fusion_with_the_supernet_by_default(config, default):
+    """Without them, `auto` after `nas fidelity` could pick a score worse than the default it
+    replaced, and never one that adds the supernet to it."""
+    from nas import api
+    from nas.engine.fidelity.estimators import default_names, parse_names
+
+    space = api.build_space(api.load_config(config))
+    names = parse_names(None, space)
+    fusion = canonical_spec(f"supernet+{default}")
+    assert names[-2:] == [default, fusion] or (default in names and names[-1] == fusion), names
+    assert set(default_names()) | {default, fusion} == set(names)
+    assert set(fusion.split("+")) == {"supernet", *default.split("+")}

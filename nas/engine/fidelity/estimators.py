@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from estimators import Estimator, EstimatorContext, build_estimator, canonical_spec
+from estimators.defaults import default_score
 from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError
 from nas.core.registry import ESTIMATORS, SUPERNET_SCORE
@@ -24,13 +25,20 @@ CALIBRATED = "calibrated"           # fitted on the measurement itself: only whe
 PARAM = "estimators"                # the parameter of `fidelity` its errors name
 
 
-def default_names() -> list[str]:
-    """`supernet` and every registered estimator that is cheap, but `calibrated`."""
+def default_names(space: Any = None) -> list[str]:
+    """`supernet` and every registered estimator that is cheap, but `calibrated`; with `space` (an
+    `ArchSpace`), also the score `auto` uses for it without a fidelity summary and that score's
+    fusion with the supernet, so that the evidence `auto` reads after this measurement covers the
+    default it replaces and whether the supernet adds to it."""
     cheap = [n for n in ESTIMATORS.names() if ESTIMATORS.get(n).obj.cheap and n not in (SUPERNET_SCORE, CALIBRATED)]
-    return [SUPERNET_SCORE, *cheap]
+    names = [SUPERNET_SCORE, *cheap]
+    if space is not None:
+        spec, _ = default_score(space)
+        names += [canonical_spec(spec, PARAM), canonical_spec(f"{SUPERNET_SCORE}+{spec}", PARAM)]
+    return list(dict.fromkeys(names))
 
 
-def parse_names(spec: str | Sequence[str] | None) -> list[str]:
+def parse_names(spec: str | Sequence[str] | None, space: Any = None) -> list[str]:
     """The estimators to report: `spec` (comma-separated names or fusion specs, or a list) or the
     default, each in its canonical spelling (`estimators/score_spec.py`: `b+2*a` and `2.0*a+b`
     are one estimator); `supernet` and the free baselines are always among them (the verdict
@@ -41,7 +49,7 @@ def parse_names(spec: str | Sequence[str] | None) -> list[str]:
         RegistryError: an unknown name (naming `estimators`).
     """
     if spec is None:
-        names = default_names()
+        names = default_names(space)
     else:
         names = [n.strip() for n in (spec.split(",") if isinstance(spec, str) else spec)]
         if not all(names):

@@ -68,8 +68,9 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     or path is loaded on `device` (None: cuda when available), where the supernet is evaluated
     (through `Run.subnet`, whichever model of the strategy computes an arch); standalone
     training starts from `standalone_model` on the CPU. `estimators` (comma-separated names or
-    a list; default `supernet` and every cheap registered estimator; `supernet`, `macs` and
-    `params` always) are scored on the same archs, proxies averaged over `init_seeds`
+    a list; default `supernet`, every cheap registered estimator, the space's default score
+    (what `auto` uses without a fidelity summary) and its fusion with `supernet`; `supernet`,
+    `macs` and `params` always) are scored on the same archs, proxies averaged over `init_seeds`
     initialisations on 2 seeded batches of 64 training images, and reported beside the
     supernet with a verdict. Returns a `FidelityResult`. Workers are started with multiprocessing's spawn
     method: a script that calls this with `workers > 1` needs an `if __name__ == "__main__":` guard.
@@ -85,6 +86,8 @@ def fidelity(run: Run | str | Path, *, archs: int = 16, epochs: int | None = Non
     build_estimators(names)
     if not isinstance(run, Run):
         run = load_run(run, runs_dir, checkpoint, device)
+    if estimators is None:      # the default reports the space's default score and its fusion too
+        names = parse_names(None, run.space)
     # before any evaluation or folder: where it writes, then the data (the recipe's, the run's)
     table = is_table(str(ground_truth_dir))      # a table of measured accuracies: nothing to train
     if not table:

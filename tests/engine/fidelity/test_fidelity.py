@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, Estimator
+from estimators import ESTIMATOR_BATCH_SIZE, ESTIMATOR_BATCHES, Estimator, canonical_spec
+from estimators.defaults import default_score
 from nas import api, cli
 from nas.core.arch import arch_id
 from nas.core.config import load_config
@@ -463,6 +464,8 @@ def test_every_estimator_is_reported_against_the_ground_truth(runs, tmp_path, ca
     stats = summary["estimators"]
     assert list(stats)[:3] == ["supernet", "macs", "params"] and "test_reversed_macs" in stats
     assert "test_counted" not in stats                  # not cheap: only when named
+    default, _ = default_score(api.load_run("tiny", runs).space)      # what auto uses without this summary
+    assert default in stats and canonical_spec(f"supernet+{default}") in stats
     records = [r for i in summary["arch_ids"] for r in _lines(tmp_path / "out" / "results.jsonl") if r["arch_id"] == i]
     alone = [r["standalone_test_top1"] for r in records]
     bins = list(macs_terciles([r["macs"] for r in records]))

@@ -1,0 +1,58 @@
+"""The score `auto` means for a space without a fidelity summary (`DEFAULT_SCORES`, keyed by space
+name; `GENERIC_DEFAULT` for other spaces), and where the figures that chose it live. Searches
+(`nas.engine.searching.score`) use it, and `nas fidelity` reports it and its fusion with the
+supernet by default, so that the evidence `auto` reads afterwards covers what it would use without."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+EVIDENCE = "BENCHMARKS.md section 17 gives the held-out figures and their date"
+
+
+@dataclass(frozen=True)
+class DefaultScore:
+    """A score for `auto` without a fidelity summary: `benchmarks/default_score.py` chose it on
+    the CHOOSE half of the committed ground truths of `configs` and graded it on their REPORT
+    half (the figures live in BENCHMARKS.md, not here: `EVIDENCE`); `fingerprint`: the space
+    that ground truth is of (empty for the generic default); `caveat`: what the grading says
+    that a user of the default should know; `also`: other evidence that chose the same score,
+    and where its figures are."""
+
+    spec: str
+    configs: str
+    fingerprint: str = ""
+    caveat: str = ""
+    also: str = ""
+
+    def evidence(self) -> str:
+        caveat = f" ({self.caveat})" if self.caveat else ""
+        also = f"; {self.also}" if self.also else ""
+        return (f"chosen on half of the committed ground truth of {self.configs}, graded on the other "
+                f"half{caveat}; benchmarks/default_score.py, {EVIDENCE}{also}")
+
+
+# Specs in their canonical spelling (`estimators.canonical_spec`), as searches record them.
+DEFAULT_SCORES: dict[str, DefaultScore] = {
+    "cell201": DefaultScore("jacov+macs", "fashion_mnist_cell201", "1c4fd9d48cb1",
+                            "MACs alone ranked that half better within MACs bins",
+                            "NAS-Bench-201's CIFAR-10 accuracies chose it too (on NASLib's 725 archs, graded on "
+                            "1,000 others; benchmarks/nb201_proxies.py, BENCHMARKS.md section 21)"),
+    "mobilenetv3": DefaultScore("naswot", "fashion_mnist_mbv3", "e01b62e6a393",
+                                "no candidate, MACs included, ranked that half better than chance"),
+}
+GENERIC_DEFAULT = DefaultScore("macs+naswot+synflow", "the shipped spaces")
+
+
+def default_score(space: Any) -> tuple[str, str]:
+    """(spec, why) of `auto` without a fidelity summary for `space` (an `ArchSpace`, or None)."""
+    name = getattr(space, "name", None)
+    chosen = DEFAULT_SCORES.get(name)
+    if chosen is None:
+        return GENERIC_DEFAULT.spec, (f"the default for a space without a committed ground truth (the best mean "
+                                      f"over the shipped spaces), {GENERIC_DEFAULT.evidence()}")
+    variant = ""
+    if chosen.fingerprint != space.fingerprint():
+        variant = f"; this run's {name} space has other choices than that one (fingerprint {space.fingerprint()})"
+    return chosen.spec, f"the default for {name}, {chosen.evidence()}{variant}"
