@@ -18,13 +18,16 @@ class DefaultScore:
     half (the figures live in BENCHMARKS.md, not here: `EVIDENCE`); `fingerprint`: the space
     that ground truth is of (empty for the generic default); `caveat`: what the grading says
     that a user of the default should know; `also`: other evidence that chose the same score,
-    and where its figures are."""
+    and where its figures are; `supernet`: what the space's supernets were found to be worth for
+    ranking, where that was measured (said on the short line too, so `nas search` and `nas summary`
+    say it)."""
 
     spec: str
     configs: str
     fingerprint: str = ""
     caveat: str = ""
     also: str = ""
+    supernet: str = ""
 
     def evidence(self) -> str:
         caveat = f" ({self.caveat})" if self.caveat else ""
@@ -33,12 +36,16 @@ class DefaultScore:
                 f"half{caveat}; benchmarks/default_score.py, {EVIDENCE}{also}")
 
 
+SUPERNET_RANKS_AT_CHANCE = ("on this space the supernet serves the weights, not the ranking: trained on CIFAR-10, "
+                            "it ranked NAS-Bench-201's networks no better than chance, BENCHMARKS.md section 27")
+
 # Specs in their canonical spelling (`estimators.canonical_spec`), as searches record them.
 DEFAULT_SCORES: dict[str, DefaultScore] = {
     "cell201": DefaultScore("jacov+macs", "fashion_mnist_cell201", "1c4fd9d48cb1",
                             "MACs alone ranked that half better within MACs bins",
                             "NAS-Bench-201's CIFAR-10 accuracies chose it too (on NASLib's 725 archs, graded on "
-                            "1,000 others; benchmarks/nb201_proxies.py, BENCHMARKS.md section 21)"),
+                            "1,000 others; benchmarks/nb201_proxies.py, BENCHMARKS.md section 21)",
+                            SUPERNET_RANKS_AT_CHANCE),
     "mobilenetv3": DefaultScore("naswot", "fashion_mnist_mbv3", "e01b62e6a393",
                                 "no candidate, MACs included, ranked that half better than chance"),
 }

@@ -355,7 +355,9 @@ def test_auto_ignores_a_fidelity_summary_of_another_space_and_says_so(tmp_path):
     own.write_text(json.dumps({**marked, "space": "mobilenetv3"}))
     choice = choose_score("auto", tmp_path, space)
     assert "ignored " + str(own) in choice.reason and choice.name != "macs"
-    assert choice.line == f"score auto: {choice.name}, the cell201 default (no fidelity summary of this space)"
+    said = "on this space the supernet serves the weights, not the ranking"     # NAS-Bench-201 on CIFAR-10
+    assert choice.line == f"score auto: {choice.name}, the cell201 default (no fidelity summary of this space; {said})"
+    assert f"{said}: trained on CIFAR-10, it ranked NAS-Bench-201's networks no better than chance" in choice.reason
 
 
 @pytest.mark.parametrize("tau", [1.5, -1.01, float("nan"), float("inf"), "0.3", True])
