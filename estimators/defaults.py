@@ -29,6 +29,11 @@ class DefaultScore:
     also: str = ""
     supernet: str = ""
 
+    @property
+    def supernet_headline(self) -> str:
+        """`supernet` up to its first colon: what the short line says of the supernet."""
+        return self.supernet.split(":")[0]
+
     def evidence(self) -> str:
         caveat = f" ({self.caveat})" if self.caveat else ""
         also = f"; {self.also}" if self.also else ""

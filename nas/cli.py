@@ -125,15 +125,16 @@ def cmd_space(args: argparse.Namespace) -> int:
 
 
 def _supernet_pays(args: argparse.Namespace) -> int:
-    """`nas space CONFIG --supernet-pays`: exit 0 where a supernet pays for the config's family,
-    1 where training each member alone is the cheaper path (`make run` takes it), saying why."""
+    """`nas space CONFIG|RUN --supernet-pays`: exit 0 where a supernet pays for the family, 1 where
+    training each member alone is the cheaper path (`make run` takes it), saying why."""
     from nas import api
+    from nas.engine.run_dir import find_run
     if _names_a_run(args.config, args.runs_dir):
-        path = Path(api.load_run(args.config, args.runs_dir, device="cpu").dir.root) / "config.yaml"
-        config = api.load_config(path, args.set)
+        if args.set:
+            raise ConfigError("--set: overrides apply to a config, not to a trained run")
+        note = _cheaper_path_of(find_run(args.config, args.runs_dir).root / "config.yaml")
     else:
-        path, config = args.config, api.load_config(args.config, args.set)
-    note = api.cheaper_path_note(config, path)
+        note = api.cheaper_path_note(api.load_config(args.config, args.set), args.config)
     print(note or "a supernet can pay here: each export fine-tunes for less than a whole training "
                   "(export.finetune.length), so a family from one supernet can cost less than training its members "
                   "alone")
@@ -235,10 +236,15 @@ def cmd_export_family(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cheaper_path_of(config_file: Path) -> str | None:
+    """`cheaper_path_note` of a run's saved config (no weights loaded)."""
+    from nas import api
+    return api.cheaper_path_note(api.load_config(config_file), config_file)
+
+
 def _cheaper_path(run_dir: Any) -> None:
     """Say on stderr when the run's supernet does not pay for itself, and the cheaper path."""
-    from nas import api
-    note = api.cheaper_path_note(api.load_config(Path(run_dir) / "config.yaml"), Path(run_dir) / "config.yaml")
+    note = _cheaper_path_of(Path(run_dir) / "config.yaml")
     if note:
         print(f"note: {note}", file=sys.stderr)
 

@@ -165,12 +165,11 @@ def choose_score(spec: str, run_root: Path, space: Any = None) -> ScoreChoice:
     spec, why = default_score(space)
     name = getattr(space, "name", None)
     whose = f"the {name} default" if name in DEFAULT_SCORES else "the generic default"
-    supernet = DEFAULT_SCORES[name].supernet if name in DEFAULT_SCORES else ""
+    chosen = DEFAULT_SCORES.get(name)
+    said, short = (f"; {chosen.supernet}", f"; {chosen.supernet_headline}") if chosen and chosen.supernet else ("", "")
     return ScoreChoice(spec, f"score auto: {spec} (no fidelity summary{of_space} in {run_root / 'fidelity'}{ignored}; "
-                             f"{why}{'; ' + supernet if supernet else ''}; `nas fidelity` measures the estimators "
-                             "on this run)",
-                       f"score auto: {spec}, {whose} (no fidelity summary{of_space or ' of this run'}"
-                       f"{'; ' + supernet.split(':')[0] if supernet else ''})")
+                             f"{why}{said}; `nas fidelity` measures the estimators on this run)",
+                       f"score auto: {spec}, {whose} (no fidelity summary{of_space or ' of this run'}{short})")
 
 
 def _choose_from(summary: Mapping[str, Any], path: Path, ignored: str) -> ScoreChoice:

@@ -92,3 +92,18 @@ def test_nas_space_supernet_pays_exits_1_where_the_cheaper_path_is_training_alon
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1
     assert ("does not pay" in out[0] and f"nas export {config} --family DIR" in out[0]) == (code == 1), out
+
+
+def test_nas_space_supernet_pays_reads_a_runs_saved_config_and_refuses_set(trained, tmp_path, capsys):
+    from tests.support.safety import copy_run
+    runs = copy_run(trained, "tiny", tmp_path)
+    saved = yaml_io.loads((runs / "tiny" / "config.yaml").read_text())
+    expected = 1 if scratch_module.cheaper_path_note(load_config(saved), "x") else 0
+    assert cli.main(["space", "tiny", "--runs-dir", str(runs), "--supernet-pays"]) == expected
+    saved["export"] = {"finetune": {"length": "100%" if expected == 0 else "10%"}}     # the other answer
+    (runs / "tiny" / "config.yaml").write_text(yaml_io.dumps(saved))
+    capsys.readouterr()
+    assert cli.main(["space", "tiny", "--runs-dir", str(runs), "--supernet-pays"]) == 1 - expected
+    assert ("does not pay" in capsys.readouterr().out) == (expected == 0)
+    one_line_error(capsys, ["space", "tiny", "--runs-dir", str(runs), "--supernet-pays", "--set", "train.seed=1"],
+                   "--set: overrides apply to a config, not to a trained run")
