@@ -34,6 +34,7 @@ from nas.engine.run import (
     resolve_arch,
     standalone_model,
 )
+from nas.engine.run_dir import find_run
 from nas.engine.searching.family import FamilyResult, is_family, read_family
 from nas.engine.searching.family_budgets import budget_list
 from nas.engine.searching.family_search import search_family
@@ -51,7 +52,7 @@ __all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FAMILY_EXPORT", "Fam
            "FidelityResult", "GenerateResult", "GroundTruthResult", "Run", "SPLITS", "SearchResult", "TrainSummary",
            "arch_generator", "budget_list", "build_space", "build_strategy", "build_supernet", "cheaper_path_note",
            "check_untrained_search", "evaluate", "export_family", "export_family_from_scratch", "export_subnet",
-           "fidelity", "format_family_summary", "format_fidelity_summary", "format_search_summary",
+           "fidelity", "find_run", "format_family_summary", "format_fidelity_summary", "format_search_summary",
            "format_shipped", "format_space_summary", "generate", "ground_truth", "is_family", "latency_fit",
            "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights", "names_a_run",
            "read_family", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",

@@ -128,11 +128,10 @@ def _supernet_pays(args: argparse.Namespace) -> int:
     """`nas space CONFIG|RUN --supernet-pays`: exit 0 where a supernet pays for the family, 1 where
     training each member alone is the cheaper path (`make run` takes it), saying why."""
     from nas import api
-    from nas.engine.run_dir import find_run
     if _names_a_run(args.config, args.runs_dir):
         if args.set:
             raise ConfigError("--set: overrides apply to a config, not to a trained run")
-        note = _cheaper_path_of(find_run(args.config, args.runs_dir).root / "config.yaml")
+        note = _cheaper_path_of(api.find_run(args.config, args.runs_dir).root / "config.yaml")
     else:
         note = api.cheaper_path_note(api.load_config(args.config, args.set), args.config)
     print(note or "a supernet can pay here: each export fine-tunes for less than a whole training "
