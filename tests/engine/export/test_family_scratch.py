@@ -94,6 +94,16 @@ def test_nas_space_supernet_pays_exits_1_where_the_cheaper_path_is_training_alon
     assert ("does not pay" in out[0] and f"nas export {config} --family DIR" in out[0]) == (code == 1), out
 
 
+@pytest.mark.parametrize("config, code", [("fashion_mnist_mbv3", 0), ("fashion_mnist_cell201", 1),
+                                          ("fashion_mnist_vit", 1)])
+def test_the_shipped_configs_say_where_their_supernet_pays(capsys, config, code):
+    """MobileNetV3's 25% fine-tunes reach the members alone; cell201's and the ViT's need a whole
+    training (BENCHMARKS.md sections 19 and 29), so `make run` trains their members alone."""
+    assert cli.main(["space", config, "--supernet-pays"]) == code
+    said = capsys.readouterr().out
+    assert ("does not pay" in said) == bool(code) and ("can pay" in said) == (not code), said
+
+
 def test_nas_space_supernet_pays_reads_a_runs_saved_config_and_refuses_set(trained, tmp_path, capsys):
     from tests.support.safety import copy_run
     runs = copy_run(trained, "tiny", tmp_path)

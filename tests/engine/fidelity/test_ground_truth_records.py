@@ -198,7 +198,8 @@ def test_compiled_and_eager_trainings_are_kept_apart(trained):
 
 @pytest.mark.parametrize("config, folder", [
     ("fashion_mnist_cell201", "cell201-1c4fd9d48cb1/9c00f91f87-e4"),
-    ("fashion_mnist_mbv3", "mobilenetv3-e01b62e6a393/6a09cad91a-e5")])
+    ("fashion_mnist_mbv3", "mobilenetv3-e01b62e6a393/6a09cad91a-e5"),
+    ("fashion_mnist_vit", "vit-754f655dbc9e/3bca9402ab-e8")])
 def test_the_shipped_configs_still_name_their_committed_ground_truths(config, folder):
     """A setting added to a config (a space option at its default, an export section) must not
     move its standalone cache: the committed trainings would be silently orphaned and retrained."""
