@@ -16,11 +16,11 @@ RUN ?= fashion_mnist_mbv3
 # subnet; evaluations per member (an arch a smaller member evaluated is not evaluated again).
 MEMBERS ?= 35%,50%,75%
 TRIALS ?= 20
-# Each member's fine-tune before it ships (nas export --finetune), a share of the run's steps: three
-# 12% fine-tunes are 771 steps where the one 25% fine-tune was 536, about a minute more than the
-# one-member job, which was about 14 minutes; 10% saves seconds and costs 0.2-0.4 points per member;
-# FINETUNE=25% is the config's own.
-FINETUNE ?= 12%
+# Each member's fine-tune before it ships (nas export --finetune), a share of the run's steps: the
+# config's own quarter (536 steps a member). Measured from a fresh clone on an idle 2-core machine,
+# the whole job, set-up included, took 14 min 52 s; FINETUNE=12% saves about 1.5 minutes and ships
+# each member 0.25-1.0 points lower (BENCHMARKS.md §28, §29).
+FINETUNE ?= 25%
 FAMILY := runs/$(RUN)/search/make-run-family
 # FINALISTS=4: the search's 4 best archs fine-tuned alone and measured again (nas search
 # --finalists), 2 at a time. Off by default: behind the default score it gained nothing (cell201
