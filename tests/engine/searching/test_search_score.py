@@ -357,7 +357,7 @@ def test_auto_ignores_a_fidelity_summary_of_another_space_and_says_so(tmp_path):
     assert "ignored " + str(own) in choice.reason and choice.name != "macs"
     said = "on this space the supernet serves the weights, not the ranking"     # NAS-Bench-201 on CIFAR-10
     assert choice.line == f"score auto: {choice.name}, the cell201 default (no fidelity summary of this space; {said})"
-    assert f"{said}: trained on CIFAR-10, PA&DA's supernet ranked NAS-Bench-201's networks at Kendall 0.36" \
+    assert f"{said}: trained on CIFAR-10, PA&DA's supernet ranked NAS-Bench-201's networks at Kendall 0.23-0.36" \
         in choice.reason
 
 
