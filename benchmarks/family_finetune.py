@@ -11,7 +11,7 @@ and the max subnet's inherited val top-1 (the two subnets every sandwich step tr
 each length. Rows are appended to `--out` (CSV) as they finish, so a killed sweep keeps what it
 measured. The member's own default export is one more length (read, not retrained).
 
-    python -m benchmarks.family_finetune RUN FAMILY_DIR --lengths 6% 12% [--variants plain kd] [--out CSV]
+    python -m benchmarks.family_finetune RUN FAMILY_DIR --lengths 6% 12% [--variants plain kd] [--members I ...] [--out CSV]
 """
 from __future__ import annotations
 
@@ -26,9 +26,11 @@ from nas import api
 from nas.core.arch import arch_id
 from nas.core.config import FinetuneConfig
 from nas.core.errors import NasError
+from nas.engine.export.family import FAMILY_EXPORT, read_family_file
 from nas.engine.export.finetune import finetune_subnet
 from nas.engine.run_dir import DEFAULT_RUNS_DIR
 
+Anchor = tuple[float, float]     # (MACs, val top-1) of the min or the max subnet
 FIELDS = ("arch_id", "macs", "inherited_val", "inherited_test", "anchor_val", "loss_points",
           "length", "steps", "distill", "val_top1", "test_top1", "thread_seconds")
 
@@ -41,21 +43,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="fine-tune lengths to measure (default 6%% 12%%)")
     parser.add_argument("--variants", nargs="+", choices=("plain", "kd"), default=["plain"],
                         help="plain: learn from the labels; kd: half the loss from the max subnet (default plain)")
-    parser.add_argument("--members", default=None, metavar="I,J", help="only these member indices (1-based)")
+    parser.add_argument("--members", type=int, nargs="+", default=None, metavar="I",
+                        help="only these member indices (1-based)")
     parser.add_argument("--out", default=None, metavar="CSV", help="append one row per fine-tune here")
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     common.threads_argument(parser, default=1)
     return parser.parse_args(argv)
 
 
-def anchor(macs: float, low: tuple[float, float], high: tuple[float, float]) -> float:
+def anchor(macs: float, low: Anchor, high: Anchor) -> float:
     """The val top-1 at `macs` on the straight line through `low` and `high` ((MACs, val top-1))."""
     (x0, y0), (x1, y1) = low, high
     return y0 + (y1 - y0) * (macs - x0) / (x1 - x0)
 
 
-def member_figures(member: Mapping[str, Any], shipped: Mapping[str, Any], low: tuple[float, float],
-                high: tuple[float, float]) -> dict[str, Any]:
+def member_figures(member: Mapping[str, Any], shipped: Mapping[str, Any], low: Anchor, high: Anchor
+                   ) -> dict[str, Any]:
     """The figures a member has before any new fine-tune: costs, inherited accuracies, anchor, loss."""
     inherited = shipped["inherited"]
     expected = anchor(member["macs"], low, high)
@@ -64,23 +67,51 @@ def member_figures(member: Mapping[str, Any], shipped: Mapping[str, Any], low: t
             "loss_points": round(100 * (expected - inherited["val_top1"]), 2)}
 
 
+def exported_family(family_dir: Path, step: int) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]],
+                                                        Anchor, Anchor]:
+    """The members of the family search in `family_dir`, their export records by arch_id
+    (`family_export.json`, checked to hold every member and to come from the run's `step`), and
+    the min and max subnets' (MACs, inherited val top-1) as that export measured them; `NasError`
+    in one line otherwise."""
+    members = read_family_file(family_dir)["members"]
+    fix = "run nas export RUN --family FAMILY_DIR first"
+    try:
+        exported = json.loads((family_dir / FAMILY_EXPORT).read_text())
+        shipped = {m["arch_id"]: m for m in exported["members"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise NasError(f"{family_dir / FAMILY_EXPORT}: not a family export ({str(e).splitlines()[0]})",
+                       param="family", fix=fix) from e
+    missing = [m["arch_id"] for m in members if m["arch_id"] not in shipped]
+    if missing:
+        raise NasError(f"{family_dir}: members {', '.join(missing)} are not exported", param="family", fix=fix)
+    if exported.get("run") is None:
+        raise NasError(f"{family_dir}: its members were trained alone, not inherited from a supernet",
+                       param="family", fix="pass a family exported from a trained run")
+    if exported.get("step") != step:
+        raise NasError(f"{family_dir / FAMILY_EXPORT} was exported from step {exported.get('step')}, "
+                       f"the run holds step {step}", param="family", fix=fix)
+    low, high = ((exported[end]["macs"], exported[end]["val_top1"]) for end in ("min_subnet", "max_subnet"))
+    return members, shipped, low, high
+
+
+def pick_members(members: list[dict[str, Any]], indices: list[int] | None) -> list[dict[str, Any]]:
+    """The members whose 1-based index is in `indices` (all when None); `NasError` naming
+    `members` for an index the family does not have."""
+    if not indices:
+        return members
+    unknown = sorted(set(indices) - {m["index"] for m in members})
+    if unknown:
+        raise NasError(f"{', '.join(map(str, unknown))}: the family has members 1-{len(members)}", param="members")
+    return [m for m in members if m["index"] in indices]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     common.use_threads(args.threads)
     run = api.load_run(args.run, args.runs_dir)
     family_dir = Path(args.family)
-    try:
-        family = json.loads((family_dir / "family.json").read_text())
-        exported = {m["arch_id"]: m for m in json.loads((family_dir / "family_export.json").read_text())["members"]}
-    except (OSError, ValueError, KeyError) as e:
-        raise NasError(f"{family_dir}: not an exported family ({str(e).splitlines()[0]})", param="family",
-                       fix="run nas export RUN --family FAMILY_DIR first") from e
-    members = family["members"]
-    if args.members:
-        wanted = {int(i) for i in args.members.split(",")}
-        members = [m for m in members if m["index"] in wanted]
-    ends = [run.space.min(), run.space.max()]
-    low, high = ((run.space.macs(a), api.evaluate(run, a, split="val").top1) for a in ends)
+    members, exported, low, high = exported_family(family_dir, run.step)
+    members = pick_members(members, args.members)
     print(f"anchors: min subnet {low[0] / 1e6:.3f}M val {100 * low[1]:.2f}, max subnet {high[0] / 1e6:.3f}M "
           f"val {100 * high[1]:.2f}", flush=True)
     out = Path(args.out) if args.out else None
