@@ -32,6 +32,10 @@ element of a k x k average pooling (the 3x3 pooling edges and the reduction shor
 Parameters are the same either way. One documented difference remains: the benchmark also
 runs (and counts) the dead edges that this space prunes, so an arch with a dead convolution
 costs less here than there.
+
+`bn_affine: false` builds every batch norm without a learnt scale and shift, as PA&DA's and its
+baselines' NAS-Bench-201 supernets do (a scale shared by every path is a compromise such a
+supernet need not learn); the parameters drop by two per BN channel, the MACs count as before.
 """
 from __future__ import annotations
 
@@ -165,6 +169,7 @@ class Cell201Options:
     cells_per_stage: int = 1      # N
     operations: tuple[str, ...] = OPERATIONS
     costs: str = "macs"           # macs | nb201: what MACs count (module docstring)
+    bn_affine: bool = True        # false: no BN learns a scale and shift (PA&DA's NAS-Bench-201 supernet)
 
     def __post_init__(self) -> None:
         problems = []
@@ -174,6 +179,8 @@ class Cell201Options:
         if self.image_size < 4 or self.image_size % 4:
             problems.append(f"image_size: must be a positive multiple of 4 (two 2x reductions), got {self.image_size}")
         problems += int_problems(1, channels=self.channels, cells_per_stage=self.cells_per_stage)
+        if not isinstance(self.bn_affine, bool):
+            problems.append(f"bn_affine: must be true or false, got {self.bn_affine!r}")
         unknown = [op for op in self.operations if op not in OPERATIONS]
         if unknown:
             problems.append(f"operations: unknown {unknown}{did_you_mean(unknown[0], OPERATIONS)}; "
@@ -297,8 +304,9 @@ class Cell201Space(ArchSpace):
         c, side, cin = self.options.channels, self.options.image_size, self.in_chans
         extra = _Nb201Extras(self.options.costs == "nb201")
         live = live_edges(arch)
+        bn = 2 if self.options.bn_affine else 0   # a BN's learnt parameters per channel
         layers = [LayerCost(f"stem:{cin}x{side}x{side}:{c}", conv_macs(cin, c, 3, (side, side)) + extra.bn(c * side * side),
-                            cin * c * 9 + 2 * c, (cin, side, side), ("stem",))]
+                            cin * c * 9 + bn * c, (cin, side, side), ("stem",))]
         for index, (kind, cin, cout, side) in enumerate(self.stages()):
             shape = (cin, side, side)
             if kind == "reduce":
@@ -307,7 +315,7 @@ class Cell201Space(ArchSpace):
                 macs = (conv_macs(cin, cout, 3, (half, half)) + conv_macs(cout, cout, 3, (half, half))
                         + conv_macs(cin, cout, 1, (half, half)) + extra.relu(cin * side * side) + extra.bn(out)
                         + extra.relu(out) + extra.bn(out) + extra.pool(2, cin * half * half))
-                params = cin * cout * 9 + cout * cout * 9 + cin * cout + 4 * cout
+                params = cin * cout * 9 + cout * cout * 9 + cin * cout + 2 * bn * cout
                 layers.append(LayerCost(f"resblock:{cin}x{side}x{side}:{cout}", macs, params, shape,
                                         (f"cells.{index}",)))
                 continue
@@ -317,14 +325,14 @@ class Cell201Space(ArchSpace):
                 macs = conv_macs(cin, cin, kernel, (side, side)) + extra.relu(elements) + extra.bn(elements) if kernel else 0
                 if op == "avg_pool_3x3":
                     macs = extra.pool(3, elements)
-                params = cin * cin * kernel * kernel + 2 * cin if kernel else 0
+                params = cin * cin * kernel * kernel + bn * cin if kernel else 0
                 layers.append(LayerCost(f"edge:{op}:{cin}x{side}x{side}", macs, params, shape,
                                         (f"cells.{index}.edges.{to}<-{source}",)))
         width, side = 4 * c, self.options.image_size // 4
         head = (width * self.num_classes + extra.bn(width * side * side) + extra.relu(width * side * side)
                 + extra.global_pool(width, side))
         layers.append(LayerCost(f"head:{width}x{side}x{side}:{self.num_classes}", head,
-                                2 * width + width * self.num_classes + self.num_classes, (width, side, side),
+                                bn * width + width * self.num_classes + self.num_classes, (width, side, side),
                                 ("lastact", "global_pooling", "flatten", "classifier")))
         return layers
 
@@ -356,11 +364,12 @@ class Cell201Supernet(Supernet):
         super().__init__(space)
         c = space.options.channels
         operations = tuple(op for op in OPERATIONS if op in space.options.operations)
-        self.stem = nn.Sequential(ElasticConv2d(space.in_chans, c, 3), ElasticBatchNorm2d(c))
-        self.cells = nn.ModuleList([ElasticCell(cin, list(EDGES), operations) if kind == "cell"
-                                    else ElasticResNetBasicBlock(cin, cout)
+        affine = space.options.bn_affine
+        self.stem = nn.Sequential(ElasticConv2d(space.in_chans, c, 3), ElasticBatchNorm2d(c, affine=affine))
+        self.cells = nn.ModuleList([ElasticCell(cin, list(EDGES), operations, affine) if kind == "cell"
+                                    else ElasticResNetBasicBlock(cin, cout, affine)
                                     for kind, cin, cout, _ in space.stages()])
-        self.lastact = nn.Sequential(ElasticBatchNorm2d(4 * c), nn.ReLU())
+        self.lastact = nn.Sequential(ElasticBatchNorm2d(4 * c, affine=affine), nn.ReLU())
         self.classifier = ElasticLinear(4 * c, space.num_classes)
         self.set_active(space.max())
 

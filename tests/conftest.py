@@ -39,7 +39,7 @@ def make_supernet(space, seed: int = 0, randomize_bn: bool = True):
         net = space.build_supernet()
         if randomize_bn:
             for module in net.modules():     # non-trivial affine parameters (some start at 0 or 1)
-                if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and module.affine:
                     torch.nn.init.uniform_(module.weight, 0.5, 1.5)
                     torch.nn.init.uniform_(module.bias, -0.2, 0.2)
             net.train()

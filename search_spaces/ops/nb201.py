@@ -38,13 +38,15 @@ class ReLUConvBN(nn.Module):
 
 
 class ElasticReLUConvBN(nn.Module):
-    """ReLU, convolution (weights from a weight source), batch norm with running statistics."""
+    """ReLU, convolution (weights from a weight source), batch norm with running statistics
+    (with a learnt scale and shift unless `affine` is false)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
+                 affine: bool = True):
         super().__init__()
         self.relu = nn.ReLU()
         self.conv = ElasticConv2d(in_channels, out_channels, kernel_size, stride)
-        self.bn = ElasticBatchNorm2d(out_channels)
+        self.bn = ElasticBatchNorm2d(out_channels, affine=affine)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn(self.conv(self.relu(x)))
@@ -68,10 +70,10 @@ class ResNetBasicBlock(nn.Module):
 class ElasticResNetBasicBlock(nn.Module):
     """Reduction block: ReLU-Conv3x3(s2)-BN, ReLU-Conv3x3-BN, shortcut AvgPool(2) + Conv1x1."""
 
-    def __init__(self, in_channels: int, out_channels: int):
+    def __init__(self, in_channels: int, out_channels: int, affine: bool = True):
         super().__init__()
-        self.conv_a = ElasticReLUConvBN(in_channels, out_channels, 3, stride=2)
-        self.conv_b = ElasticReLUConvBN(out_channels, out_channels, 3)
+        self.conv_a = ElasticReLUConvBN(in_channels, out_channels, 3, stride=2, affine=affine)
+        self.conv_b = ElasticReLUConvBN(out_channels, out_channels, 3, affine=affine)
         self.pool = nn.AvgPool2d(2, 2)
         self.shortcut = ElasticConv2d(in_channels, out_channels, 1)
 
@@ -114,10 +116,11 @@ class Cell(nn.Module):
 class ElasticCell(nn.Module):
     """A cell with its own weights for every (edge, convolution); runs the live edges only."""
 
-    def __init__(self, channels: int, edges: list[tuple[int, int]], operations: tuple[str, ...]):
+    def __init__(self, channels: int, edges: list[tuple[int, int]], operations: tuple[str, ...],
+                 affine: bool = True):
         super().__init__()
         self.convs = nn.ModuleDict({
-            f"{to}<-{source}": nn.ModuleDict({op: ElasticReLUConvBN(channels, channels, CONV_KERNELS[op])
+            f"{to}<-{source}": nn.ModuleDict({op: ElasticReLUConvBN(channels, channels, CONV_KERNELS[op], affine=affine)
                                               for op in operations if op in CONV_KERNELS})
             for to, source in edges})
         self.avg_pool = avg_pool_3x3()

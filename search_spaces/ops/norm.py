@@ -13,8 +13,9 @@ class ElasticBatchNorm2d(nn.BatchNorm2d):
     `BatchNorm2d`, BN recalibration resets and re-estimates it like any other BN layer.
     """
 
-    def __init__(self, max_channels: int, eps: float = 1e-5, momentum: float | None = 0.1):
-        super().__init__(max_channels, eps=eps, momentum=momentum)
+    def __init__(self, max_channels: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True):
+        super().__init__(max_channels, eps=eps, momentum=momentum, affine=affine)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         channels = x.shape[1]
@@ -28,15 +29,16 @@ class ElasticBatchNorm2d(nn.BatchNorm2d):
         return F.batch_norm(
             x, self.running_mean[:channels] if tracked else None,
             self.running_var[:channels] if tracked else None,
-            self.weight[:channels], self.bias[:channels],
+            self.weight[:channels] if self.affine else None, self.bias[:channels] if self.affine else None,
             self.training or not tracked, factor, self.eps)
 
     @torch.no_grad()
     def to_static(self, channels: int) -> nn.BatchNorm2d:
         """A plain `nn.BatchNorm2d` with copies of the first `channels` parameters and statistics."""
-        bn = nn.BatchNorm2d(channels, eps=self.eps, momentum=self.momentum)
-        bn.weight.copy_(self.weight[:channels])
-        bn.bias.copy_(self.bias[:channels])
+        bn = nn.BatchNorm2d(channels, eps=self.eps, momentum=self.momentum, affine=self.affine)
+        if self.affine:
+            bn.weight.copy_(self.weight[:channels])
+            bn.bias.copy_(self.bias[:channels])
         bn.running_mean.copy_(self.running_mean[:channels])
         bn.running_var.copy_(self.running_var[:channels])
         bn.num_batches_tracked.copy_(self.num_batches_tracked)

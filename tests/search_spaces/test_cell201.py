@@ -206,3 +206,36 @@ def test_layer_keys_are_few_per_operation_and_stage():
     keys = {layer.key for arch in space.enumerate() for layer in space.layers(arch)}
     # 4 edge operations x 3 stages, the stem, 2 reduction blocks and the head
     assert len(keys) == 4 * 3 + 1 + 2 + 1
+
+
+def _bn_channels(model: nn.Module) -> int:
+    return sum(m.num_features for m in model.modules() if isinstance(m, nn.BatchNorm2d))
+
+
+def test_bn_without_affine_learns_no_scale_and_exports_exactly():
+    """`bn_affine: false`: no BN holds a weight or bias, the analytic params drop by exactly
+    two per BN channel of the export, and the export equals the supernet in train and eval mode."""
+    from nas.engine.counting import parameter_count
+    affine, plain = make_space("cell201"), make_space("cell201", bn_affine=False)
+    net = make_supernet(plain)
+    bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert bns and all(m.weight is None and m.bias is None for m in bns)
+    rng = random.Random(3)
+    for arch in [plain.max(), plain.min(), DEAD_HEAVY] + [plain.sample(rng) for _ in range(8)]:
+        model = net.export(arch)
+        assert parameter_count(model) == plain.params(arch)
+        assert plain.params(arch) == affine.params(arch) - 2 * _bn_channels(model)
+        assert plain.macs(arch) == affine.macs(arch)
+        x = torch.randn(6, 1, 28, 28)
+        assert (model(x) - _outputs(net, arch, x)).abs().max().item() <= 1e-5
+        net.train(), model.train()
+        with torch.no_grad():
+            assert (model(x) - net(x)).abs().max().item() <= 1e-5   # batch statistics alike
+        net.eval()
+
+
+def test_bn_affine_must_be_a_boolean():
+    from nas.core.errors import ConfigError
+    from search_spaces.cell201 import Cell201Options
+    with pytest.raises(ConfigError, match="bn_affine: must be true or false, got 'no'"):
+        Cell201Options(bn_affine="no")
