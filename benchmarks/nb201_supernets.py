@@ -27,7 +27,7 @@ stage, one CPU thread) trained by each seed method at equal steps. The modes:
   arch `nas search RUN` returns (default searcher and trials), once per `--search-score`: `auto`
   (on this space the zero-cost default, which reads no supernet, unless the run holds a fidelity
   summary) and `supernet` (the supernet's own ranking); about 5 thread-seconds a trial.
-- `ceiling [--archs 8] [--epochs 7]`: the first `--archs` sample archs each trained alone with
+- `ceiling [--archs 8] [--epochs 7] [--out CSV]`: the first `--archs` sample archs each trained alone with
   the config's recipe for `--epochs` (7 epochs: 686 steps), in the standalone cache
   `--ground-truth` (`nas fidelity`'s, resumable, `--workers` processes), ranked against the table:
   what a supernet of this size could reach at best.
@@ -316,6 +316,9 @@ def print_report(name: str, report: Mapping) -> None:
 
 
 # -- the ceiling: sample archs trained alone ----------------------------------------------------------
+CEILING_COLUMNS = ("arch_id", "arch", "alone_test_top1", "table_top1", "steps")
+
+
 def ceiling(args: argparse.Namespace) -> dict:
     from estimators.table import read_table
     from nas.engine.fidelity.runner import recipe_ground_truth, standalone_record
@@ -335,6 +338,13 @@ def ceiling(args: argparse.Namespace) -> dict:
     print(f"{len(ids)} archs alone ({truth.steps} steps each): Kendall {report['kendall']['value']:.3f} "
           f"{report['kendall']['interval']}, Spearman {report['spearman']['value']:.3f} "
           f"{report['spearman']['interval']}; test top-1 {min(alone):.3f}-{max(alone):.3f}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(CEILING_COLUMNS)
+            writer.writerows([i, to_nb201_string(records[i]["arch"]), f"{records[i]['standalone_test_top1']:.6g}",
+                              table[i], truth.steps] for i in ids)
     return {"mode": "ceiling", "steps": truth.steps, "folder": str(truth.folder), **report,
             "seconds": round(time.perf_counter() - started, 1),
             "archs": [{"arch": to_nb201_string(records[i]["arch"]), "test_top1": records[i]["standalone_test_top1"],
@@ -418,6 +428,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ceiling_.add_argument("--workers", type=int, default=1)
     ceiling_.add_argument("--ground-truth", type=Path, default=Path("runs/nb201_ceiling"))
     ceiling_.add_argument("--set", nargs="*", default=[], help="more config overrides")
+    ceiling_.add_argument("--out", type=Path, default=None,
+                          help="also write each arch's accuracy alone and in the table to this CSV")
     timing = modes.add_parser("time", help="median thread-seconds of a training step, per size and method")
     timing.add_argument("--images", type=Path, required=True, help="the extracted CIFAR-10 image folder")
     timing.add_argument("--channels", type=int, nargs="+", default=[8, 16])

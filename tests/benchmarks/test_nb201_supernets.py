@@ -130,10 +130,17 @@ def test_the_ceiling_trains_sample_archs_alone_and_ranks_them_against_the_table(
 
     write_png_tree(tmp_path / "tree", train_per_class=8, val_per_class=2)
     figures = bench.main(["ceiling", "--images", str(tmp_path / "tree"), "--archs", "3", "--epochs", "1",
-                          "--ground-truth", str(tmp_path / "truth"), "--set", "data.val_size=6",
+                          "--ground-truth", str(tmp_path / "truth"), "--out", str(tmp_path / "c.csv"),
+                          "--set", "data.val_size=6",
                           "data.train_size=null", "train.batch_size=8", "data.in_memory=true"])
     assert figures["steps"] == 2 and len(figures["archs"]) == 3        # 18 images: two full batches of 8
     sample = bench.read_sample(paper_space())[:3]
     assert [a["arch"] for a in figures["archs"]] == [to_nb201_string(a) for a in sample]
     assert all(0 <= a["test_top1"] <= 1 for a in figures["archs"])
     assert -1 <= figures["kendall"]["value"] <= 1 and len(list((tmp_path / "truth").rglob("*-s0.json"))) == 3
+    with (tmp_path / "c.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["arch"] for r in rows] == [a["arch"] for a in figures["archs"]]
+    assert [float(r["alone_test_top1"]) for r in rows] == pytest.approx([a["test_top1"] for a in figures["archs"]], abs=1e-6)
+    assert [float(r["table_top1"]) for r in rows] == [a["table_top1"] for a in figures["archs"]]
+    assert {r["steps"] for r in rows} == {"2"}
