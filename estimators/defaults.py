@@ -42,9 +42,9 @@ class DefaultScore:
 
 
 SUPERNET_RANKS_BELOW_FREE = ("on this space the supernet serves the weights, not the ranking: trained on CIFAR-10, "
-                             "PA&DA's supernet ranked NAS-Bench-201's networks at Kendall 0.23-0.36 and SPOS's at 0.01, "
+                             "PA&DA's supernet ranked NAS-Bench-201's networks at Kendall 0.23-0.36, GM's at 0.05 and SPOS's at 0.01, "
                              "against 0.72 for this free score, and fused with it lowered it (BENCHMARKS.md "
-                             "section 27)")
+                             "sections 27 and 30)")
 
 # Specs in their canonical spelling (`estimators.canonical_spec`), as searches record them.
 DEFAULT_SCORES: dict[str, DefaultScore] = {
