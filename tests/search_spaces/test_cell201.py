@@ -239,3 +239,14 @@ def test_bn_affine_must_be_a_boolean():
     from search_spaces.cell201 import Cell201Options
     with pytest.raises(ConfigError, match="bn_affine: must be true or false, got 'no'"):
         Cell201Options(bn_affine="no")
+
+
+def test_bn_affine_false_from_the_yaml_key_builds_a_supernet_without_bn_scale(tmp_path):
+    from nas import api
+    from tests.support.fake_data import write_png_tree
+    write_png_tree(tmp_path / "tree", train_per_class=2, val_per_class=1)
+    config = api.load_config("cifar10_nb201_cpu", [f"data.root={tmp_path / 'tree'}", "space.options.bn_affine=false",
+                                                   "space.options.channels=4", "space.options.cells_per_stage=1"])
+    net = api.build_space(config).build_supernet()
+    bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert bns and not any(m.affine for m in bns)
