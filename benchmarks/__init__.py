@@ -94,7 +94,11 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
                         Command("hours", "grade runs/nb201cpu-spos-s0 runs/nb201cpu-spos-s1 runs/nb201cpu-sandwich-s0 "
                                          "runs/nb201cpu-sandwich-s1 runs/nb201cpu-pada-s0 runs/nb201cpu-pada-s1 "
                                          "runs/nb201cpu-gm-s0 runs/nb201cpu-gm-s1", needs=f"{RUN}, {NB201}"),
-                        Command("hours", "ceiling --images DIR --archs 16", needs=NB201_IMAGES)),
+                        Command("hours", "ceiling --images DIR --archs 16 --set space.options.channels=8 "
+                                         "space.options.cells_per_stage=1 --out benchmarks/nb201/ceiling_c8n1.csv",
+                                needs=NB201_IMAGES),
+                        Command("seconds", "beside-ceiling"),
+                        Command("seconds", "populations", needs=NB201)),
     "ranking": (Command("hours", "--ground-truth DIR --config fashion_mnist_cell201 --workers 2"),),
     "standalone_speed": (Command("hours"),),
     "bf16_speed": (Command("minutes"),),

@@ -31,6 +31,12 @@ stage, one CPU thread) trained by each seed method at equal steps. The modes:
   the config's recipe for `--epochs` (7 epochs: 686 steps), in the standalone cache
   `--ground-truth` (`nas fidelity`'s, resumable, `--workers` processes), ranked against the table:
   what a supernet of this size could reach at best.
+- `beside-ceiling [--ceiling CSV]`: the ceiling file's archs (default the committed
+  `benchmarks/nb201/ceiling_c8n1.csv`) ranked against the table by every committed grading that
+  holds them all and by `macs+jacov`, beside the archs trained alone.
+- `populations [--intervals 400 100]`: every committed grading's and `macs+jacov`'s Kendall on
+  the whole sample, on spread subsets (the best arch of each of N equal intervals of the table's
+  accuracy, as SUMNAS and DYNAS choose the archs they rank) and on the table's better half.
 - `time --images DIR`: median thread-seconds of a training step per channels x cells per stage x
   method (`--methods`, default spos).
 
@@ -351,6 +357,90 @@ def ceiling(args: argparse.Namespace) -> dict:
                        "table_top1": table[i]} for i in ids]}
 
 
+def committed_gradings(folder: Path = FOLDER) -> dict[str, dict[str, float]]:
+    """run name -> {arch id: validation top-1} of every `supernet_<RUN>.csv` grading in `folder`."""
+    gradings = {}
+    for path in sorted(folder.glob("supernet_*.csv")):
+        if path.name == SAMPLE.name:
+            continue
+        with path.open(newline="") as f:
+            gradings[path.stem.removeprefix("supernet_")] = {row["arch_id"]: float(row["val_top1"])
+                                                             for row in csv.DictReader(f)}
+    return gradings
+
+
+def spread_subset(table: Mapping[str, float], intervals: int) -> list[str]:
+    """One arch per non-empty interval of `intervals` equal slices of the table's accuracy range
+    (the best in each), so that near-ties count once: how SUMNAS and DYNAS pick the archs they
+    rank (320 of NAS-Bench-201's networks from 400 intervals)."""
+    low, high = min(table.values()), max(table.values())
+    width = (high - low) / intervals
+    best: dict[int, str] = {}
+    for i, accuracy in table.items():
+        slot = min(int((accuracy - low) / width), intervals - 1) if width > 0 else 0
+        if slot not in best or accuracy > table[best[slot]]:
+            best[slot] = i
+    return [best[slot] for slot in sorted(best)]
+
+
+def populations(intervals: Sequence[int], folder: Path = FOLDER, sample: Path = SAMPLE) -> dict:
+    """Kendall tau-b of every complete committed grading and of `macs+jacov` against the table on
+    the whole sample, on its spread subsets (`spread_subset`, one per count in `intervals`) and on
+    its better half by the table: whether the population ranked explains a gap to published taus."""
+    from estimators.table import read_table
+
+    space = paper_space()
+    ids = [arch_id(a) for a in read_sample(space, sample)]
+    table = read_table(f"table:{TABLE}", space)
+    on_sample = {i: table[i] for i in ids}
+    ranked = sorted(ids, key=on_sample.__getitem__)
+    subsets = {"all": ids, **{f"spread{n}": spread_subset(on_sample, n) for n in intervals},
+               "top half": ranked[len(ranked) // 2:]}
+    zero_cost = zero_cost_scores(folder)
+    rankers = {name: graded for name, graded in committed_gradings(folder).items() if all(i in graded for i in ids)}
+    if all(i in zero_cost for i in ids):
+        default = "+".join(ZERO_COST_DEFAULT)
+        fused_all = fused_ranks(default, {name: [zero_cost[i][name] for i in ids] for name in ZERO_COST_DEFAULT})
+        rankers = {default: dict(zip(ids, fused_all)), **rankers}
+    report = {"archs": {name: len(subset) for name, subset in subsets.items()}, "kendall": {}}
+    print("Kendall tau-b against the table, by the archs ranked: "
+          + ", ".join(f"{name} ({len(subset)})" for name, subset in subsets.items()))
+    for name, scores in rankers.items():
+        row = {subset_name: with_interval(kendall_tau_b, [scores[i] for i in subset], [table[i] for i in subset])
+               for subset_name, subset in subsets.items()}
+        report["kendall"][name] = row
+        print(f"  {name:26s} " + "  ".join(f"{r['value']:6.3f} {r['interval']}" for r in row.values()))
+    return report
+
+
+def beside_ceiling(ceiling_csv: Path, folder: Path = FOLDER) -> dict:
+    """The archs of a `ceiling --out` file ranked against the table three ways on the same archs:
+    trained alone, by every grading in `folder` (`supernet_<RUN>.csv`) that holds them all, and by
+    `macs+jacov`. A few archs leave wide intervals; this sets the figures side by side, it does
+    not replace the 500-arch grading."""
+    if not ceiling_csv.is_file():
+        raise NasError(f"--ceiling: {ceiling_csv} is not a file (write it with `nb201_supernets ceiling --out`)")
+    with ceiling_csv.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    ids = [r["arch_id"] for r in rows]
+    truth = [float(r["table_top1"]) for r in rows]
+    report: dict = {"archs": len(ids), "alone": agreement([float(r["alone_test_top1"]) for r in rows], truth)}
+    zero_cost = zero_cost_scores(folder)
+    if all(i in zero_cost for i in ids):
+        columns = {name: [zero_cost[i][name] for i in ids] for name in ZERO_COST_DEFAULT}
+        report["+".join(ZERO_COST_DEFAULT)] = agreement(fused_ranks("+".join(ZERO_COST_DEFAULT), columns), truth)
+    report["runs"], report["incomplete"] = {}, []
+    for name, graded in committed_gradings(folder).items():
+        if all(i in graded for i in ids):
+            report["runs"][name] = agreement([graded[i] for i in ids], truth)
+        else:
+            report["incomplete"].append(name)
+    print(f"{len(ids)} archs of {ceiling_csv.name} against the table:")
+    print_report("", {"trained alone": report["alone"], **{k: v for k, v in report.items() if "+" in k},
+                      **report["runs"]})
+    return report
+
+
 # -- commands and step times --------------------------------------------------------------------------
 def train_command(method: str, seed: int, images: str) -> str:
     """The `nas train` command of one seed method and seed."""
@@ -430,6 +520,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ceiling_.add_argument("--set", nargs="*", default=[], help="more config overrides")
     ceiling_.add_argument("--out", type=Path, default=None,
                           help="also write each arch's accuracy alone and in the table to this CSV")
+    beside = modes.add_parser("beside-ceiling", help="the ceiling's archs ranked by the gradings and macs+jacov")
+    beside.add_argument("--ceiling", type=Path, default=FOLDER / "ceiling_c8n1.csv", help="a `ceiling --out` file")
+    beside.add_argument("--folder", type=Path, default=FOLDER, help="the gradings' and zero-cost scores' folder")
+    population = modes.add_parser("populations", help="the gradings' Kendall on spread subsets and the top half")
+    population.add_argument("--intervals", type=int, nargs="+", default=[400, 100],
+                            help="equal accuracy intervals of each spread subset")
+    population.add_argument("--folder", type=Path, default=FOLDER, help="the gradings' and zero-cost scores' folder")
     timing = modes.add_parser("time", help="median thread-seconds of a training step, per size and method")
     timing.add_argument("--images", type=Path, required=True, help="the extracted CIFAR-10 image folder")
     timing.add_argument("--channels", type=int, nargs="+", default=[8, 16])
@@ -465,6 +562,10 @@ def main(argv: list[str] | None = None) -> dict:
         figures = grade(args)
     elif args.mode == "ceiling":
         figures = ceiling(args)
+    elif args.mode == "populations":
+        figures = {"mode": "populations", **populations(args.intervals, args.folder)}
+    elif args.mode == "beside-ceiling":
+        figures = {"mode": "beside-ceiling", **beside_ceiling(args.ceiling, args.folder)}
     else:
         figures = time_steps(args)
     return common.emit("nb201_supernets", figures, argv)

@@ -144,3 +144,60 @@ def test_the_ceiling_trains_sample_archs_alone_and_ranks_them_against_the_table(
     assert [float(r["alone_test_top1"]) for r in rows] == pytest.approx([a["test_top1"] for a in figures["archs"]], abs=1e-6)
     assert [float(r["table_top1"]) for r in rows] == [a["table_top1"] for a in figures["archs"]]
     assert {r["steps"] for r in rows} == {"2"}
+
+
+def test_beside_ceiling_ranks_the_ceilings_archs_by_every_complete_grading(sample, tmp_path):
+    archs = sample[:12]
+    ids = [arch_id(a) for a in archs]
+    table = planted_table(archs, seed=3)
+    rng = random.Random(2)
+    alone = {i: rng.random() for i in ids}
+    with (tmp_path / "ceiling.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(bench.CEILING_COLUMNS)
+        writer.writerows([i, to_nb201_string(a), alone[i], table[i], 5] for i, a in zip(ids, archs))
+    bench.grade_archs(archs, lambda a: -table[arch_id(a)], tmp_path / "supernet_reversed.csv", SETTINGS,
+                      progress=False)
+    bench.grade_archs(archs[:5], lambda a: 0.5, tmp_path / "supernet_partial.csv", SETTINGS, progress=False)
+    macs, jacov = [rng.random() for _ in ids], [rng.random() for _ in ids]
+    with (tmp_path / "scores_sample_b0_i0.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["arch_id", "arch", "macs", "jacov"])
+        writer.writerows([i, to_nb201_string(a), m, j] for i, a, m, j in zip(ids, archs, macs, jacov))
+    report = bench.main(["beside-ceiling", "--ceiling", str(tmp_path / "ceiling.csv"), "--folder", str(tmp_path)])
+    truth = [table[i] for i in ids]
+    assert report["archs"] == 12
+    assert report["alone"]["kendall"]["value"] == pytest.approx(
+        stats.kendalltau([alone[i] for i in ids], truth).statistic, abs=5e-4)
+    assert report["runs"]["reversed"]["kendall"]["value"] == -1.0 and report["incomplete"] == ["partial"]
+    rank_sum = stats.rankdata(macs) + stats.rankdata(jacov)
+    assert report["macs+jacov"]["kendall"]["value"] == pytest.approx(stats.kendalltau(rank_sum, truth).statistic,
+                                                                     abs=5e-4)
+    with pytest.raises(NasError, match="--ceiling: .*absent.csv is not a file"):
+        bench.beside_ceiling(tmp_path / "absent.csv", tmp_path)
+
+
+def test_a_spread_subset_keeps_the_best_arch_of_each_nonempty_interval():
+    table = {"a": 10.0, "b": 10.1, "c": 50.0, "d": 90.0, "e": 89.9}
+    assert bench.spread_subset(table, 4) == ["b", "c", "d"]           # slices of 20 points: 10-30, 50-70, 70-90
+    assert bench.spread_subset(table, 1) == ["d"]
+    assert sorted(bench.spread_subset(table, 1000)) == sorted(table)
+
+
+@needs_table
+def test_populations_grade_each_subset_of_the_sample(space, sample, tmp_path):
+    from estimators.table import read_table
+
+    table = read_table(f"table:{TABLE}", space)
+    bench.grade_archs(sample, lambda a: table[arch_id(a)], tmp_path / "supernet_planted.csv", SETTINGS,
+                      progress=False)
+    bench.grade_archs(sample, lambda a: -table[arch_id(a)], tmp_path / "supernet_reversed.csv", SETTINGS,
+                      progress=False)
+    bench.grade_archs(sample[:9], lambda a: 0.5, tmp_path / "supernet_partial.csv", SETTINGS, progress=False)
+    report = bench.main(["populations", "--intervals", "50", "--folder", str(tmp_path)])
+    on_sample = {arch_id(a): table[arch_id(a)] for a in sample}
+    assert report["archs"] == {"all": len(sample), "spread50": len(bench.spread_subset(on_sample, 50)),
+                               "top half": len(sample) - len(sample) // 2}
+    assert set(report["kendall"]) == {"planted", "reversed"}                  # the partial grading is left out
+    assert {row["value"] for row in report["kendall"]["planted"].values()} == {1.0}
+    assert {row["value"] for row in report["kendall"]["reversed"].values()} == {-1.0}
