@@ -27,12 +27,12 @@ stage, one CPU thread) trained by each seed method at equal steps. The modes:
   arch `nas search RUN` returns (default searcher and trials), once per `--search-score`: `auto`
   (on this space the zero-cost default, which reads no supernet, unless the run holds a fidelity
   summary) and `supernet` (the supernet's own ranking); about 5 thread-seconds a trial.
-- `ceiling [--archs 8] [--epochs 7] [--out CSV]`: the first `--archs` sample archs each trained alone with
+- `ceiling [--archs 8] [--start 0] [--epochs 7] [--out CSV]`: sample archs `--start` to `--archs` each trained alone with
   the config's recipe for `--epochs` (7 epochs: 686 steps), in the standalone cache
   `--ground-truth` (`nas fidelity`'s, resumable, `--workers` processes), ranked against the table:
   what a supernet of this size could reach at best.
-- `beside-ceiling [--ceiling CSV]`: the ceiling file's archs (default the committed
-  `benchmarks/nb201/ceiling_c8n1.csv`) ranked against the table by every committed grading that
+- `beside-ceiling [--ceiling CSV...]`: the ceiling files' archs (default the committed
+  `benchmarks/nb201/ceiling_c8n1*.csv`) ranked against the table by every committed grading that
   holds them all and by `macs+jacov`, beside the archs trained alone.
 - `populations [--intervals 400 100]`: every committed grading's and `macs+jacov`'s Kendall on
   the whole sample, on spread subsets (the best arch of each of N equal intervals of the table's
@@ -214,9 +214,11 @@ def grade_archs(archs: Sequence[Arch], top1: Callable[[Arch], float], out: Path,
 
 
 def with_interval(statistic, x: Sequence[float], y: Sequence[float]) -> dict:
-    """`statistic(x, y)` and its 90% bootstrap interval over the archs."""
+    """`statistic(x, y)` and its 90% bootstrap interval over the archs (None where no resample
+    defines it: a few archs, or tied values)."""
     low, high = bootstrap_interval(statistic, [x, y], BOOTSTRAP_SEED)
-    return {"value": round(statistic(x, y), 3), "interval": [round(low, 3), round(high, 3)]}
+    interval = None if low is None else [round(low, 3), round(high, 3)]
+    return {"value": round(statistic(x, y), 3), "interval": interval}
 
 
 def agreement(scores: Sequence[float], truth: Sequence[float]) -> dict:
@@ -331,7 +333,9 @@ def ceiling(args: argparse.Namespace) -> dict:
 
     config = api.load_config(CONFIG, [f"data.root={args.images}", *args.set])
     space = api.build_space(config)
-    archs = read_sample(space, args.sample)[:args.archs]
+    archs = read_sample(space, args.sample)[args.start:args.archs]
+    if not archs:
+        raise NasError(f"--start: {args.start} leaves no arch of the first --archs {args.archs}")
     table = read_table(f"table:{TABLE}", paper_space())
     truth = recipe_ground_truth(config, space, api.standalone_model, args.ground_truth, None, args.epochs)
     records: dict[str, dict] = {}
@@ -413,15 +417,17 @@ def populations(intervals: Sequence[int], folder: Path = FOLDER, sample: Path = 
     return report
 
 
-def beside_ceiling(ceiling_csv: Path, folder: Path = FOLDER) -> dict:
-    """The archs of a `ceiling --out` file ranked against the table three ways on the same archs:
+def beside_ceiling(ceiling_csvs: Sequence[Path], folder: Path = FOLDER) -> dict:
+    """The archs of `ceiling --out` files ranked against the table three ways on the same archs:
     trained alone, by every grading in `folder` (`supernet_<RUN>.csv`) that holds them all, and by
     `macs+jacov`. A few archs leave wide intervals; this sets the figures side by side, it does
     not replace the 500-arch grading."""
-    if not ceiling_csv.is_file():
-        raise NasError(f"--ceiling: {ceiling_csv} is not a file (write it with `nb201_supernets ceiling --out`)")
-    with ceiling_csv.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = []
+    for path in ceiling_csvs:
+        if not path.is_file():
+            raise NasError(f"--ceiling: {path} is not a file (write it with `nb201_supernets ceiling --out`)")
+        with path.open(newline="") as f:
+            rows += list(csv.DictReader(f))
     ids = [r["arch_id"] for r in rows]
     truth = [float(r["table_top1"]) for r in rows]
     report: dict = {"archs": len(ids), "alone": agreement([float(r["alone_test_top1"]) for r in rows], truth)}
@@ -435,7 +441,7 @@ def beside_ceiling(ceiling_csv: Path, folder: Path = FOLDER) -> dict:
             report["runs"][name] = agreement([graded[i] for i in ids], truth)
         else:
             report["incomplete"].append(name)
-    print(f"{len(ids)} archs of {ceiling_csv.name} against the table:")
+    print(f"{len(ids)} archs of {', '.join(p.name for p in ceiling_csvs)} against the table:")
     print_report("", {"trained alone": report["alone"], **{k: v for k, v in report.items() if "+" in k},
                       **report["runs"]})
     return report
@@ -513,7 +519,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ceiling_ = modes.add_parser("ceiling", help="sample archs trained alone at the config's size")
     ceiling_.add_argument("--images", type=Path, required=True, help="the extracted CIFAR-10 image folder")
     ceiling_.add_argument("--sample", type=Path, default=SAMPLE)
-    ceiling_.add_argument("--archs", type=int, default=8)
+    ceiling_.add_argument("--archs", type=int, default=8, help="train the sample's archs up to this one")
+    ceiling_.add_argument("--start", type=int, default=0, help="and from this one (0: the first)")
     ceiling_.add_argument("--epochs", type=int, default=7)
     ceiling_.add_argument("--workers", type=int, default=1)
     ceiling_.add_argument("--ground-truth", type=Path, default=Path("runs/nb201_ceiling"))
@@ -521,7 +528,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ceiling_.add_argument("--out", type=Path, default=None,
                           help="also write each arch's accuracy alone and in the table to this CSV")
     beside = modes.add_parser("beside-ceiling", help="the ceiling's archs ranked by the gradings and macs+jacov")
-    beside.add_argument("--ceiling", type=Path, default=FOLDER / "ceiling_c8n1.csv", help="a `ceiling --out` file")
+    beside.add_argument("--ceiling", type=Path, nargs="+", default=sorted(FOLDER.glob("ceiling_c8n1*.csv")),
+                        help="`ceiling --out` files (default: the committed ones at 8 channels, one cell)")
     beside.add_argument("--folder", type=Path, default=FOLDER, help="the gradings' and zero-cost scores' folder")
     population = modes.add_parser("populations", help="the gradings' Kendall on spread subsets and the top half")
     population.add_argument("--intervals", type=int, nargs="+", default=[400, 100],

@@ -144,6 +144,12 @@ def test_the_ceiling_trains_sample_archs_alone_and_ranks_them_against_the_table(
     assert [float(r["alone_test_top1"]) for r in rows] == pytest.approx([a["test_top1"] for a in figures["archs"]], abs=1e-6)
     assert [float(r["table_top1"]) for r in rows] == [a["table_top1"] for a in figures["archs"]]
     assert {r["steps"] for r in rows} == {"2"}
+    later = bench.main(["ceiling", "--images", str(tmp_path / "tree"), "--start", "1", "--archs", "3", "--epochs", "1",
+                        "--ground-truth", str(tmp_path / "truth"), "--set", "data.val_size=6",
+                        "data.train_size=null", "train.batch_size=8", "data.in_memory=true"])
+    assert later["archs"] == figures["archs"][1:]                      # read back from the same cache
+    with pytest.raises(NasError, match="--start: 3 leaves no arch of the first --archs 3"):
+        bench.main(["ceiling", "--images", str(tmp_path / "tree"), "--start", "3", "--archs", "3"])
 
 
 def test_beside_ceiling_ranks_the_ceilings_archs_by_every_complete_grading(sample, tmp_path):
@@ -165,6 +171,11 @@ def test_beside_ceiling_ranks_the_ceilings_archs_by_every_complete_grading(sampl
         writer.writerow(["arch_id", "arch", "macs", "jacov"])
         writer.writerows([i, to_nb201_string(a), m, j] for i, a, m, j in zip(ids, archs, macs, jacov))
     report = bench.main(["beside-ceiling", "--ceiling", str(tmp_path / "ceiling.csv"), "--folder", str(tmp_path)])
+    rows = (tmp_path / "ceiling.csv").read_text().splitlines()
+    (tmp_path / "first.csv").write_text("\n".join(rows[:6]) + "\n")
+    (tmp_path / "rest.csv").write_text("\n".join(rows[:1] + rows[6:]) + "\n")
+    assert bench.main(["beside-ceiling", "--ceiling", str(tmp_path / "first.csv"), str(tmp_path / "rest.csv"),
+                       "--folder", str(tmp_path)])["alone"] == report["alone"]
     truth = [table[i] for i in ids]
     assert report["archs"] == 12
     assert report["alone"]["kendall"]["value"] == pytest.approx(
@@ -174,7 +185,7 @@ def test_beside_ceiling_ranks_the_ceilings_archs_by_every_complete_grading(sampl
     assert report["macs+jacov"]["kendall"]["value"] == pytest.approx(stats.kendalltau(rank_sum, truth).statistic,
                                                                      abs=5e-4)
     with pytest.raises(NasError, match="--ceiling: .*absent.csv is not a file"):
-        bench.beside_ceiling(tmp_path / "absent.csv", tmp_path)
+        bench.beside_ceiling([tmp_path / "ceiling.csv", tmp_path / "absent.csv"], tmp_path)
 
 
 def test_a_spread_subset_keeps_the_best_arch_of_each_nonempty_interval():
@@ -201,3 +212,9 @@ def test_populations_grade_each_subset_of_the_sample(space, sample, tmp_path):
     assert set(report["kendall"]) == {"planted", "reversed"}                  # the partial grading is left out
     assert {row["value"] for row in report["kendall"]["planted"].values()} == {1.0}
     assert {row["value"] for row in report["kendall"]["reversed"].values()} == {-1.0}
+
+
+def test_an_agreement_no_resample_defines_has_no_interval():
+    tied = bench.agreement([0.5, 0.5, 0.5], [80.0, 85.0, 90.0])          # tau-b is undefined on constant scores
+    assert tied["kendall"]["interval"] is None and tied["archs"] == 3
+    assert bench.agreement([1.0, 2.0, 3.0], [80.0, 85.0, 90.0])["kendall"]["value"] == 1.0
