@@ -318,7 +318,7 @@ def print_report(name: str, report: Mapping) -> None:
     for key, row in report.items():
         if isinstance(row, dict) and "kendall" in row:
             k, s = row["kendall"], row["spearman"]
-            print(f"  {key:22s} Kendall {k['value']:.3f} {k['interval']}  Spearman {s['value']:.3f} {s['interval']}")
+            print(f"  {key:26s} Kendall {k['value']:.3f} {k['interval']}  Spearman {s['value']:.3f} {s['interval']}")
     for spec, found in report.get("search", {}).items():
         print(f"  nas search --score {spec} ({found['score']}): {found['arch']} -> table {found['table_top1']:.2f}")
 
@@ -435,6 +435,7 @@ def beside_ceiling(ceiling_csvs: Sequence[Path], folder: Path = FOLDER) -> dict:
     if all(i in zero_cost for i in ids):
         columns = {name: [zero_cost[i][name] for i in ids] for name in ZERO_COST_DEFAULT}
         report["+".join(ZERO_COST_DEFAULT)] = agreement(fused_ranks("+".join(ZERO_COST_DEFAULT), columns), truth)
+        report.update({name: agreement(column, truth) for name, column in columns.items()})
     report["runs"], report["incomplete"] = {}, []
     for name, graded in committed_gradings(folder).items():
         if all(i in graded for i in ids):
@@ -442,7 +443,8 @@ def beside_ceiling(ceiling_csvs: Sequence[Path], folder: Path = FOLDER) -> dict:
         else:
             report["incomplete"].append(name)
     print(f"{len(ids)} archs of {', '.join(p.name for p in ceiling_csvs)} against the table:")
-    print_report("", {"trained alone": report["alone"], **{k: v for k, v in report.items() if "+" in k},
+    print_report("", {"trained alone": report["alone"],
+                      **{k: v for k, v in report.items() if k in ("+".join(ZERO_COST_DEFAULT), *ZERO_COST_DEFAULT)},
                       **report["runs"]})
     return report
 

@@ -184,6 +184,7 @@ def test_beside_ceiling_ranks_the_ceilings_archs_by_every_complete_grading(sampl
     rank_sum = stats.rankdata(macs) + stats.rankdata(jacov)
     assert report["macs+jacov"]["kendall"]["value"] == pytest.approx(stats.kendalltau(rank_sum, truth).statistic,
                                                                      abs=5e-4)
+    assert report["macs"]["kendall"]["value"] == pytest.approx(stats.kendalltau(macs, truth).statistic, abs=5e-4)
     with pytest.raises(NasError, match="--ceiling: .*absent.csv is not a file"):
         bench.beside_ceiling([tmp_path / "ceiling.csv", tmp_path / "absent.csv"], tmp_path)
 
