@@ -151,6 +151,13 @@ def zero_cost_scores(folder: Path = FOLDER) -> dict[str, dict[str, float]]:
     return scores
 
 
+def zero_cost_columns(ids: Sequence[str], zero_cost: Mapping[str, Mapping[str, float]]) -> dict[str, list[float]] | None:
+    """`ZERO_COST_DEFAULT`'s scores of `ids`, a list per score, or None where an arch has none."""
+    if not all(i in zero_cost for i in ids):
+        return None
+    return {name: [zero_cost[i][name] for i in ids] for name in ZERO_COST_DEFAULT}
+
+
 def score_missing(images: Path, archs: Sequence[Arch], out: Path = ZERO_COST) -> int:
     """Score `macs` and `jacov` of the archs no committed file holds, as `benchmarks.nb201_scores`
     does (paper-scale network, batches of seed 0, initialisation seed 0); appended to `out`."""
@@ -234,12 +241,11 @@ def rank_report(supernet: Mapping[str, float], table: Mapping[str, float],
     ids = list(supernet)
     truth = [table[i] for i in ids]
     report = {"supernet": agreement([supernet[i] for i in ids], truth)}
-    missing = [i for i in ids if i not in zero_cost]
-    if missing:
-        report["zero_cost_missing"] = len(missing)
+    free = zero_cost_columns(ids, zero_cost)
+    if free is None:
+        report["zero_cost_missing"] = sum(i not in zero_cost for i in ids)
         return report
-    columns = {"supernet": [supernet[i] for i in ids],
-               **{name: [zero_cost[i][name] for i in ids] for name in ZERO_COST_DEFAULT}}
+    columns = {"supernet": [supernet[i] for i in ids], **free}
     default = "+".join(ZERO_COST_DEFAULT)
     for spec in (default, f"supernet+{default}"):
         report[spec] = agreement(fused_ranks(spec, columns), truth)
@@ -400,12 +406,11 @@ def populations(intervals: Sequence[int], folder: Path = FOLDER, sample: Path = 
     ranked = sorted(ids, key=on_sample.__getitem__)
     subsets = {"all": ids, **{f"spread{n}": spread_subset(on_sample, n) for n in intervals},
                "top half": ranked[len(ranked) // 2:]}
-    zero_cost = zero_cost_scores(folder)
+    free = zero_cost_columns(ids, zero_cost_scores(folder))
     rankers = {name: graded for name, graded in committed_gradings(folder).items() if all(i in graded for i in ids)}
-    if all(i in zero_cost for i in ids):
+    if free is not None:
         default = "+".join(ZERO_COST_DEFAULT)
-        fused_all = fused_ranks(default, {name: [zero_cost[i][name] for i in ids] for name in ZERO_COST_DEFAULT})
-        rankers = {default: dict(zip(ids, fused_all)), **rankers}
+        rankers = {default: dict(zip(ids, fused_ranks(default, free))), **rankers}
     report = {"archs": {name: len(subset) for name, subset in subsets.items()}, "kendall": {}}
     print("Kendall tau-b against the table, by the archs ranked: "
           + ", ".join(f"{name} ({len(subset)})" for name, subset in subsets.items()))
@@ -422,6 +427,8 @@ def beside_ceiling(ceiling_csvs: Sequence[Path], folder: Path = FOLDER) -> dict:
     trained alone, by every grading in `folder` (`supernet_<RUN>.csv`) that holds them all, and by
     `macs+jacov`. A few archs leave wide intervals; this sets the figures side by side, it does
     not replace the 500-arch grading."""
+    if not ceiling_csvs:
+        raise NasError("--ceiling: no ceiling file given, and none committed (write one with `ceiling --out`)")
     rows = []
     for path in ceiling_csvs:
         if not path.is_file():
@@ -431,11 +438,10 @@ def beside_ceiling(ceiling_csvs: Sequence[Path], folder: Path = FOLDER) -> dict:
     ids = [r["arch_id"] for r in rows]
     truth = [float(r["table_top1"]) for r in rows]
     report: dict = {"archs": len(ids), "alone": agreement([float(r["alone_test_top1"]) for r in rows], truth)}
-    zero_cost = zero_cost_scores(folder)
-    if all(i in zero_cost for i in ids):
-        columns = {name: [zero_cost[i][name] for i in ids] for name in ZERO_COST_DEFAULT}
-        report["+".join(ZERO_COST_DEFAULT)] = agreement(fused_ranks("+".join(ZERO_COST_DEFAULT), columns), truth)
-        report.update({name: agreement(column, truth) for name, column in columns.items()})
+    free = zero_cost_columns(ids, zero_cost_scores(folder))
+    if free is not None:
+        report["+".join(ZERO_COST_DEFAULT)] = agreement(fused_ranks("+".join(ZERO_COST_DEFAULT), free), truth)
+        report.update({name: agreement(column, truth) for name, column in free.items()})
     report["runs"], report["incomplete"] = {}, []
     for name, graded in committed_gradings(folder).items():
         if all(i in graded for i in ids):

@@ -187,6 +187,8 @@ def test_beside_ceiling_ranks_the_ceilings_archs_by_every_complete_grading(sampl
     assert report["macs"]["kendall"]["value"] == pytest.approx(stats.kendalltau(macs, truth).statistic, abs=5e-4)
     with pytest.raises(NasError, match="--ceiling: .*absent.csv is not a file"):
         bench.beside_ceiling([tmp_path / "ceiling.csv", tmp_path / "absent.csv"], tmp_path)
+    with pytest.raises(NasError, match="--ceiling: no ceiling file given"):
+        bench.beside_ceiling([], tmp_path)
 
 
 def test_a_spread_subset_keeps_the_best_arch_of_each_nonempty_interval():
