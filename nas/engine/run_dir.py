@@ -2,7 +2,7 @@
 the checks `nas train` makes before it creates or continues one (name, resume point, room, lock).
 
     runs/<name>/config.yaml        resolved config (authoritative on --resume)
-    runs/<name>/environment.json   versions, git commit, CPU/GPU, threads
+    runs/<name>/environment.json   versions, git commit, CPU/GPU, threads, ranks
     runs/<name>/checkpoints/       last.pt, best.pt (atomic)
     runs/<name>/metrics.jsonl      validation accuracy of the monitored archs per epoch
     runs/<name>/tb/                TensorBoard events
@@ -160,7 +160,8 @@ def _version(module: str) -> str | None:
 
 
 def environment() -> dict:
-    """Versions, git commit, hardware and threads of this process."""
+    """Versions, git commit, hardware, threads of this process and the number of processes
+    (ranks) training together."""
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
                                 cwd=Path(__file__).parent).stdout.strip() or None
@@ -170,4 +171,10 @@ def environment() -> dict:
             "optuna": _version("optuna"), "numpy": _version("numpy"), "git_commit": commit,
             "platform": platform.platform(), "cpu": cpu_model(), "cpu_count": os.cpu_count(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+            "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "ranks": _ranks()}
+
+
+def _ranks() -> int:
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    return torch.distributed.get_world_size() if distributed else 1

@@ -109,14 +109,15 @@ def _gloo_rank(job: Callable[[int, str, dict], None], rank: int, store: str, out
         torch.distributed.destroy_process_group()
 
 
-def torchrun(script: str, *args: str, cwd: Path, nproc: int = 2) -> None:
-    """Run `tests/support/<script>` under torchrun with `nproc` one-thread CPU processes; fails the
-    test with the end of stderr if the job fails."""
+def torchrun(script: str, *args: str, cwd: Path, nproc: int = 2) -> str:
+    """Run `tests/support/<script>` under torchrun with `nproc` one-thread CPU processes and return
+    its stderr; fails the test with the end of stderr if the job fails."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                str(ROOT / "tests" / "support" / script), *args]
     done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
 
 
 def kill_standalone_at(monkeypatch, call: int) -> list[int]:

@@ -12,6 +12,7 @@ it lengthens the run) and where each falls in the schedule (`schedule_step`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import signal
 import time
@@ -179,7 +180,12 @@ class Trainer:
         ids = [self.device.index] if self.device.type == "cuda" else None
         # Subnets leave most parameters unused; no_sync on all but the last pass of a step
         # plus find_unused_parameters lets one all-reduce carry the summed gradients.
-        return DDP(model, device_ids=ids, find_unused_parameters=True, broadcast_buffers=False)
+        # BN running statistics stay each rank's own between steps (recalibrated before every
+        # evaluation); torch 2.14 renamed the switch and warns at the old name.
+        no_buffer_sync = ({"forward_sync_buffers": False}
+                          if "forward_sync_buffers" in inspect.signature(DDP).parameters
+                          else {"broadcast_buffers": False})
+        return DDP(model, device_ids=ids, find_unused_parameters=True, **no_buffer_sync)
 
     def _autocast(self):
         if self.train_cfg.precision == "bf16":
