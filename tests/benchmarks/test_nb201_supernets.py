@@ -121,6 +121,14 @@ def test_every_seed_method_has_a_command_of_the_cpu_config():
     assert all(line.startswith("nas train cifar10_nb201_cpu --name nb201cpu-") for line in lines)
     assert all("data.root=/data/cifar" in line and "train.seed=1" in line for line in lines)
     assert "'strategy.sampler={name: sandwich, num_random: 2}'" in lines[1]
+    shared = bench.train_command("sandwich", 0, "/data/cifar", ranks=2)
+    assert shared.startswith("OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node=2 -m nas train cifar10_nb201_cpu")
+    assert shared.endswith(bench.train_command("sandwich", 0, "/data/cifar").removeprefix("nas train"))
+
+
+def test_commands_refuse_a_number_of_ranks_below_one():
+    with pytest.raises(NasError, match="--ranks: 0 is not a number of processes"):
+        bench.main(["commands", "--ranks", "0"])
 
 
 @pytest.mark.slow
