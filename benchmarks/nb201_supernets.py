@@ -67,6 +67,7 @@ import argparse
 import csv
 import dataclasses
 import itertools
+import json
 import random
 import shlex
 import statistics
@@ -284,6 +285,13 @@ def load_graded_run(path: str, images: Path | None, loaded: dict[str, object]):
     return dataclasses.replace(run, _splits=splits, _data=in_memory_source(splits, run.config.data))
 
 
+def training_record(run) -> dict:
+    """What the run's own files say of its training: the step it stands at and its
+    environment.json (versions, commit, CPU, threads and ranks of its latest start)."""
+    path = run.dir.environment
+    return {"step": run.step, **(json.loads(path.read_text()) if path.exists() else {})}
+
+
 def searched(run, table: Mapping[str, float], score: str, trials: int) -> dict:
     """The arch `nas search RUN` returns (default searcher) and its table accuracy."""
     started = time.perf_counter()
@@ -312,7 +320,7 @@ def grade(args: argparse.Namespace) -> dict:
                              args.sample.parent / f"supernet_{name}.csv",
                              {"step": run.step, "val_images": args.val_images,
                               "bn_recal_batches": args.recal_batches})
-        report = rank_report(values, table, zero_cost)
+        report = {"training": training_record(run), **rank_report(values, table, zero_cost)}
         report["grading_seconds"] = round(time.perf_counter() - started, 1)
         if not args.no_search:
             report["search"] = {score: searched(run, table, score, args.search_trials) for score in args.search_score}
@@ -323,6 +331,10 @@ def grade(args: argparse.Namespace) -> dict:
 
 
 def print_report(name: str, report: Mapping) -> None:
+    trained = report.get("training", {})
+    ranks = f"{trained['ranks']} rank(s)" if "ranks" in trained else "unrecorded ranks"   # runs older than the record
+    print(f"  trained to step {trained.get('step')} with {ranks} of {trained.get('threads')} thread(s) "
+          f"at commit {str(trained.get('git_commit'))[:7]}")
     for key, row in report.items():
         if isinstance(row, dict) and "kendall" in row:
             k, s = row["kendall"], row["spearman"]
@@ -519,7 +531,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     commands.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     commands.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=list(METHODS))
     commands.add_argument("--ranks", type=int, default=1,
-                          help="one-thread processes under torchrun that share each step's batch (default 1: plain nas)")
+                          help="one-thread torchrun processes sharing each step's batch (default 1: plain nas)")
     graded = modes.add_parser("grade", help="rank the sample by each run's supernet against the table")
     graded.add_argument("runs", nargs="+", help="run directories")
     graded.add_argument("--images", type=Path, default=None, help="the image folder (default: the run's data.root)")

@@ -3,7 +3,9 @@ the seed methods' commands."""
 from __future__ import annotations
 
 import csv
+import json
 import random
+from types import SimpleNamespace
 
 import pytest
 from scipy import stats
@@ -12,6 +14,7 @@ from benchmarks import nb201_supernets as bench
 from benchmarks.nb201_data import TABLE, paper_space
 from nas.core.arch import arch_id
 from nas.core.errors import NasError
+from nas.engine.run_dir import RunDir
 from search_spaces.cell201 import to_nb201_string
 
 SETTINGS = {"step": 7, "val_images": 100, "bn_recal_batches": 2}
@@ -122,8 +125,21 @@ def test_every_seed_method_has_a_command_of_the_cpu_config():
     assert all("data.root=/data/cifar" in line and "train.seed=1" in line for line in lines)
     assert "'strategy.sampler={name: sandwich, num_random: 2}'" in lines[1]
     shared = bench.train_command("sandwich", 0, "/data/cifar", ranks=2)
-    assert shared.startswith("OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node=2 -m nas train cifar10_nb201_cpu")
+    torchrun = "OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node=2 -m nas train cifar10_nb201_cpu"
+    assert shared.startswith(torchrun)
     assert shared.endswith(bench.train_command("sandwich", 0, "/data/cifar").removeprefix("nas train"))
+
+
+def test_a_grading_records_how_its_run_was_trained(tmp_path, capsys):
+    run = SimpleNamespace(step=3880, dir=RunDir(tmp_path))
+    assert bench.training_record(run) == {"step": 3880}                     # a run without the file
+    bench.print_report("r", {"training": {"step": 3880, "threads": 1}})
+    assert "with unrecorded ranks of 1 thread(s)" in capsys.readouterr().out
+    run.dir.environment.write_text(json.dumps({"threads": 1, "ranks": 2, "git_commit": "817cacd8c8"}))
+    record = bench.training_record(run)
+    assert record == {"step": 3880, "threads": 1, "ranks": 2, "git_commit": "817cacd8c8"}
+    bench.print_report("r", {"training": record})
+    assert capsys.readouterr().out.strip() == "trained to step 3880 with 2 rank(s) of 1 thread(s) at commit 817cacd"
 
 
 def test_commands_refuse_a_number_of_ranks_below_one():
