@@ -331,10 +331,11 @@ def grade(args: argparse.Namespace) -> dict:
 
 
 def print_report(name: str, report: Mapping) -> None:
-    trained = report.get("training", {})
-    ranks = f"{trained['ranks']} rank(s)" if "ranks" in trained else "unrecorded ranks"   # runs older than the record
-    print(f"  trained to step {trained.get('step')} with {ranks} of {trained.get('threads')} thread(s) "
-          f"at commit {str(trained.get('git_commit'))[:7]}")
+    if "training" in report:
+        trained = report["training"]
+        ranks = f"{trained['ranks']} rank(s)" if "ranks" in trained else "unrecorded ranks"   # older runs
+        print(f"  trained to step {trained.get('step')} with {ranks} of {trained.get('threads')} thread(s) "
+              f"at commit {str(trained.get('git_commit'))[:7]}")
     for key, row in report.items():
         if isinstance(row, dict) and "kendall" in row:
             k, s = row["kendall"], row["spearman"]

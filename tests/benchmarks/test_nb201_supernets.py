@@ -140,6 +140,8 @@ def test_a_grading_records_how_its_run_was_trained(tmp_path, capsys):
     assert record == {"step": 3880, "threads": 1, "ranks": 2, "git_commit": "817cacd8c8"}
     bench.print_report("r", {"training": record})
     assert capsys.readouterr().out.strip() == "trained to step 3880 with 2 rank(s) of 1 thread(s) at commit 817cacd"
+    bench.print_report("ceiling", {})                   # a report of no run says nothing of training
+    assert capsys.readouterr().out == ""
 
 
 def test_commands_refuse_a_number_of_ranks_below_one():
