@@ -138,9 +138,10 @@ def _checkpoint_bytes(weights: Mapping[str, Any]) -> int:
 
 
 @contextmanager
-def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str, Any]) -> Iterator[None]:
+def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str, Any],
+             ranks: int = 1) -> Iterator[None]:
     """Rank 0: check the folder can hold the run (with `weights`, the strategy's model state),
-    lock it, write config.yaml and environment.json."""
+    lock it, write config.yaml and environment.json (with the `ranks` training together)."""
     check_writable(run.root, "runs_dir", _checkpoint_bytes(weights))
     with folder_lock(run.root, "run"):
         if not resume:
@@ -148,7 +149,7 @@ def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str,
                 raise _exists(run)
             write_text(run.config, f"# nas train {run.config} --name {run.name} --resume\n"
                        + yaml_io.dumps(config.to_dict()))
-        write_json(run.environment, environment())
+        write_json(run.environment, {**environment(), "ranks": ranks})
         yield
 
 
@@ -160,8 +161,7 @@ def _version(module: str) -> str | None:
 
 
 def environment() -> dict:
-    """Versions, git commit, hardware, threads of this process and the number of processes
-    (ranks) training together."""
+    """Versions, git commit, hardware and threads of this process."""
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
                                 cwd=Path(__file__).parent).stdout.strip() or None
@@ -171,10 +171,4 @@ def environment() -> dict:
             "optuna": _version("optuna"), "numpy": _version("numpy"), "git_commit": commit,
             "platform": platform.platform(), "cpu": cpu_model(), "cpu_count": os.cpu_count(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "ranks": _ranks()}
-
-
-def _ranks() -> int:
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    return torch.distributed.get_world_size() if distributed else 1
+            "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}

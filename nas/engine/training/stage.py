@@ -77,7 +77,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     barrier()     # every rank has checked before rank 0 creates anything
     with ExitStack() as stack:
         if env.is_main:
-            stack.enter_context(open_run(run, config, resume, strategy.model_state_dict()))
+            stack.enter_context(open_run(run, config, resume, strategy.model_state_dict(), env.world_size))
         strategy.set_cache_dir(run.root)
         barrier()
         trainer = Trainer(config, strategy, source, run, env, progress, evaluator_factory(config, strategy, source))

@@ -42,6 +42,7 @@ def test_tiny_run_learns_and_exports_what_eval_reports(tmp_path, capsys, sampler
     state = load_checkpoint(run.dir.checkpoints / "last.pt")    # round-trips with weights_only=True
     assert state["step"] == 64 and state["config"] == load_config(run.dir.config).to_dict()
     assert run.step == 64 and run.checkpoint == run.dir.checkpoints / "last.pt" and run.name == "run"
+    assert json.loads(run.dir.environment.read_text())["ranks"] == 1            # one process, no torchrun
     last_epoch = json.loads(run.dir.metrics.read_text().splitlines()[-1])      # train() returns its summary
     assert run.val_top1 == {k[len("val_top1_"):]: v for k, v in last_epoch.items() if k.startswith("val_top1_")}
     assert run.val_top1 and run.epoch == last_epoch["epoch"]
