@@ -51,6 +51,8 @@ class StepIO:
         record_logits: `record_logits(logits, labels)`, where the run samples its data by
             importance (`data.sampling: pada`): the strategy hands it, once per step, the
             detached logits of one trained path on this rank's batch (None: nothing asked).
+        rank, world_size: This process's place in the job, so a probe can share its batches
+            out (each rank takes every `world_size`-th) and all-reduce what it measured.
     """
 
     forward: Callable[[torch.Tensor], torch.Tensor]
@@ -61,6 +63,8 @@ class StepIO:
     schedule_steps: int = 1
     total_steps: int = 0
     record_logits: Callable[[torch.Tensor, torch.Tensor], None] | None = None
+    rank: int = 0
+    world_size: int = 1
 
 
 @dataclass(frozen=True)

@@ -108,21 +108,27 @@ def value_gradients(part: OneShotStrategy, key: str, arch: Mapping[str, Any], im
 
 
 def key_distances(part: OneShotStrategy, key: str, halves: Sequence[Batches], metric: Metric, seed: int,
-                  tag: str) -> list[torch.Tensor]:
+                  tag: str, rank: int = 0, world_size: int = 1) -> list[torch.Tensor]:
     """The key's distance matrix averaged over the batches of each probe in `halves`, every
-    batch with its own random arch of the part's space in which `key` is active."""
+    batch with its own random arch of the part's space in which `key` is active.
+
+    With several ranks this rank measures only every `world_size`-th batch (from `rank`) and
+    returns its share of each mean (its sum over the probe's whole batch count): the ranks'
+    shares summed are the means one process computes, for 1/`world_size` of the work.
+    """
     values = part.space.choices()[key]
     active_space = part.space.restrict(key, values[1:])   # archs where the key changes the network
     params = shared_parameters(part, key)
-    means, index = [], 0
+    shares, index = [], 0
     for batches in halves:
         total = torch.zeros(len(values), len(values), dtype=torch.float64)
         for images, labels in batches:
-            arch = active_space.sample(python_rng(seed, "few-shot-probe", tag, key, index))
-            total += distance_matrix(value_gradients(part, key, arch, images, labels, params), metric)
+            if index % world_size == rank:
+                arch = active_space.sample(python_rng(seed, "few-shot-probe", tag, key, index))
+                total += distance_matrix(value_gradients(part, key, arch, images, labels, params), metric)
             index += 1
-        means.append(total / max(len(batches), 1))
-    return means
+        shares.append(total / max(len(batches), 1))
+    return shares
 
 
 def candidate_keys(part: OneShotStrategy, route: Mapping[str, Sequence[Value]], branching: int) -> list[str]:
@@ -140,8 +146,8 @@ def decide_split(strategy: Any, index: int, halves: tuple[Batches, Batches], io:
     """The `Decision` for sub-supernet `index` of a few-shot strategy, or None if nothing can split.
 
     The decision uses both probes' batches (`halves`, equal in number); each probe's own choice
-    is recorded beside it. Distance matrices are averaged over ranks first, so every rank
-    decides alike.
+    is recorded beside it. The ranks share the probes' batches out and sum their shares of the
+    distance matrices, so every rank decides alike on the matrices one process would measure.
     """
     options, part = strategy.options.split, strategy.parts[index]
     keys = candidate_keys(part, strategy.routes[index], options.branching)
@@ -151,8 +157,9 @@ def decide_split(strategy: Any, index: int, halves: tuple[Batches, Batches], io:
     device = next(part.supernet.parameters()).device      # NCCL reduces device tensors only
     matrices, probes, best = {}, {}, []
     for key in keys:
-        stacked = torch.stack(key_distances(part, key, halves, options.metric, strategy.seed, tag))
-        probes[key] = io.all_reduce_mean(stacked.float().to(device)).cpu().double()
+        shares = torch.stack(key_distances(part, key, halves, options.metric, strategy.seed, tag,
+                                           io.rank, io.world_size))
+        probes[key] = (io.all_reduce_mean(shares.float().to(device)) * io.world_size).cpu().double()
         matrices[key] = probes[key].mean(dim=0)
         best.append((key, *best_partition(matrices[key], options.branching)))
     if options.edge_selection == "random":

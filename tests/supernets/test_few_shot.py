@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
+import dataclasses
 import json
 import random
 import re
@@ -22,6 +24,7 @@ from nas.engine.training.schedule import build_scheduler
 from nas.engine.training.trainer import Trainer
 from supernets.base import StepIO
 from supernets.few_shot import FewShotOptions, FewShotStrategy, SplitOptions
+from supernets import few_shot_probe
 from supernets.few_shot_probe import Decision, decide_split, probe_halves, shared_parameters
 from supernets.gradient_matching import best_partition, partitions
 from supernets.one_shot import OneShotStrategy
@@ -459,6 +462,33 @@ def test_probes_that_disagree_say_so():
     assert ("two probes of 3 batches DISAGREE: groups ['a', 'b'] | ['c', 'd'] vs ['a'] | ['b', 'c', 'd']"
             in change.reason)
     assert change.scalars["few_shot/probes_agree_groups/round0/part0"] == 0.0
+
+
+def test_two_ranks_share_the_probe_batches_and_decide_on_the_matrices_of_one_process(monkeypatch):
+    halves = probe_halves(_planted_batches([1, 1, 1, -1, -1, -1]), 3)   # the probes disagree: both kept apart
+    strategy = _planted_strategy()
+    calls = collections.Counter()
+    measure = few_shot_probe.value_gradients
+
+    def counted(part, key, *args):
+        calls[who] += 1
+        return measure(part, key, *args)
+
+    monkeypatch.setattr(few_shot_probe, "value_gradients", counted)
+    who = "alone"
+    alone = decide_split(copy.deepcopy(strategy), 0, halves, _io([]))
+    shares = []                      # rank 1 runs first; a fake all-reduce hands its shares to rank 0
+    who, io = 1, dataclasses.replace(_io([]), rank=1, world_size=2, all_reduce_mean=lambda t: shares.append(t) or t)
+    decide_split(copy.deepcopy(strategy), 0, halves, io)
+    who, io = 0, dataclasses.replace(io, rank=0, all_reduce_mean=lambda t: (t + shares.pop(0)) / 2)
+    shared = decide_split(copy.deepcopy(strategy), 0, halves, io)
+    keys = len(alone.matrices)
+    assert calls["alone"] == 6 * keys and calls[0] == calls[1] == 3 * keys   # each rank: half the 6 batches
+    assert not shares
+    for key, matrix in alone.matrices.items():
+        assert torch.allclose(shared.matrices[key], matrix, rtol=1e-6, atol=1e-9), key
+    assert (shared.key, shared.groups, shared.probe_groups) == (alone.key, alone.groups, alone.probe_groups)
+    assert shared.probe_groups[0] != shared.probe_groups[1] and shared.cut == pytest.approx(alone.cut, rel=1e-6)
 
 
 def test_probes_need_two_batches_and_use_disjoint_halves():

@@ -204,7 +204,8 @@ class Trainer:
                       batches=self.probe_batches, steps_per_epoch=self.steps_per_epoch,
                       schedule_steps=self.schedule_steps, total_steps=self.total_steps,
                       record_logits=(self.importance.recorder(*divmod(self.state.step, self.steps_per_epoch))
-                                     if self.importance is not None else None))
+                                     if self.importance is not None else None),
+                      rank=self.env.rank, world_size=self.env.world_size)
 
     def schedule_position(self, step: int) -> float:
         """Where optimiser step `step` falls in the learning-rate schedule (the strategy says)."""
