@@ -287,7 +287,8 @@ def load_graded_run(path: str, images: Path | None, loaded: dict[str, object]):
 
 def training_record(run) -> dict:
     """What the run's own files say of its training: the step it stands at and its
-    environment.json (versions, commit, CPU, threads and ranks of its latest start)."""
+    environment.json (versions, commit, CPU, threads and ranks of its latest start, and of its
+    earlier starts under `earlier_starts` when it was resumed)."""
     path = run.dir.environment
     return {"step": run.step, **(json.loads(path.read_text()) if path.exists() else {})}
 
@@ -334,8 +335,11 @@ def print_report(name: str, report: Mapping) -> None:
     if "training" in report:
         trained = report["training"]
         ranks = f"{trained['ranks']} rank(s)" if "ranks" in trained else "unrecorded ranks"   # older runs
+        earlier = [f"{e.get('ranks', '?')} rank(s) at commit {str(e.get('git_commit'))[:7]}"
+                   for e in trained.get("earlier_starts", [])]
         print(f"  trained to step {trained.get('step')} with {ranks} of {trained.get('threads')} thread(s) "
-              f"at commit {str(trained.get('git_commit'))[:7]}")
+              f"at commit {str(trained.get('git_commit'))[:7]}"
+              + (f" (resumed; earlier starts: {', '.join(earlier)})" if earlier else ""))
     for key, row in report.items():
         if isinstance(row, dict) and "kendall" in row:
             k, s = row["kendall"], row["spearman"]

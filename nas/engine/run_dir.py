@@ -2,7 +2,8 @@
 the checks `nas train` makes before it creates or continues one (name, resume point, room, lock).
 
     runs/<name>/config.yaml        resolved config (authoritative on --resume)
-    runs/<name>/environment.json   versions, git commit, CPU/GPU, threads, ranks
+    runs/<name>/environment.json   versions, git commit, CPU/GPU, threads, ranks, start time
+                                   (and `earlier_starts`, each a resumed run's earlier record)
     runs/<name>/checkpoints/       last.pt, best.pt (atomic)
     runs/<name>/metrics.jsonl      validation accuracy of the monitored archs per epoch
     runs/<name>/tb/                TensorBoard events
@@ -12,6 +13,8 @@ the checks `nas train` makes before it creates or continues one (name, resume po
 """
 from __future__ import annotations
 
+import datetime
+import json
 import os
 import platform
 import re
@@ -141,7 +144,8 @@ def _checkpoint_bytes(weights: Mapping[str, Any]) -> int:
 def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str, Any],
              ranks: int = 1) -> Iterator[None]:
     """Rank 0: check the folder can hold the run (with `weights`, the strategy's model state),
-    lock it, write config.yaml and environment.json (with the `ranks` training together)."""
+    lock it, write config.yaml and environment.json (with the `ranks` training together, the
+    start's UTC time and, on a resume, the records of the run's earlier starts)."""
     check_writable(run.root, "runs_dir", _checkpoint_bytes(weights))
     with folder_lock(run.root, "run"):
         if not resume:
@@ -149,8 +153,21 @@ def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str,
                 raise _exists(run)
             write_text(run.config, f"# nas train {run.config} --name {run.name} --resume\n"
                        + yaml_io.dumps(config.to_dict()))
-        write_json(run.environment, {**environment(), "ranks": ranks})
+        earlier = _earlier_starts(run) if resume else []
+        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        write_json(run.environment, {**environment(), "ranks": ranks, "started": started,
+                                     **({"earlier_starts": earlier} if earlier else {})})
         yield
+
+
+def _earlier_starts(run: RunDir) -> list[dict]:
+    """The environment records of a resumed run's earlier starts, oldest first: a run resumed
+    at another commit, on another machine or with other ranks keeps what each part ran on."""
+    try:
+        previous = json.loads(run.environment.read_text())
+    except (OSError, ValueError):
+        return []
+    return [*previous.pop("earlier_starts", []), previous]
 
 
 def _version(module: str) -> str | None:

@@ -140,6 +140,9 @@ def test_a_grading_records_how_its_run_was_trained(tmp_path, capsys):
     assert record == {"step": 3880, "threads": 1, "ranks": 2, "git_commit": "817cacd8c8"}
     bench.print_report("r", {"training": record})
     assert capsys.readouterr().out.strip() == "trained to step 3880 with 2 rank(s) of 1 thread(s) at commit 817cacd"
+    bench.print_report("r", {"training": {**record, "earlier_starts": [{"ranks": 1, "git_commit": "950a91a0"}]}})
+    assert capsys.readouterr().out.strip().endswith("at commit 817cacd (resumed; earlier starts: 1 rank(s) at "
+                                                     "commit 950a91a)")
     bench.print_report("ceiling", {})                   # a report of no run says nothing of training
     assert capsys.readouterr().out == ""
 

@@ -83,6 +83,12 @@ def test_resume_mid_epoch_gives_identical_weights(tmp_path, monkeypatch):
 
     a, b = straight_and_resumed(train, 19, monkeypatch)     # epoch 1 runs steps 16..31: mid-epoch
     assert a["step"] == b["step"] == 24
+    straight, resumed = (json.loads((tmp_path / name / "environment.json").read_text())
+                         for name in ("straight", "resumed"))
+    assert "earlier_starts" not in straight and len(resumed["earlier_starts"]) == 1     # the stopped start's record
+    first = resumed["earlier_starts"][0]
+    assert first["started"] <= resumed["started"] and first["git_commit"] == resumed["git_commit"]
+    assert first.keys() == {k for k in resumed if k != "earlier_starts"} and first["ranks"] == 1
     for key, value in a["model"].items():
         assert torch.equal(value, b["model"][key]), key
     assert a["optimizer"]["state"].keys() == b["optimizer"]["state"].keys()
