@@ -141,11 +141,9 @@ def _checkpoint_bytes(weights: Mapping[str, Any]) -> int:
 
 
 @contextmanager
-def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str, Any],
-             ranks: int = 1) -> Iterator[None]:
+def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str, Any]) -> Iterator[None]:
     """Rank 0: check the folder can hold the run (with `weights`, the strategy's model state),
-    lock it, write config.yaml and environment.json (with the `ranks` training together, the
-    start's UTC time and, on a resume, the records of the run's earlier starts)."""
+    lock it and write config.yaml (a new run)."""
     check_writable(run.root, "runs_dir", _checkpoint_bytes(weights))
     with folder_lock(run.root, "run"):
         if not resume:
@@ -153,11 +151,17 @@ def open_run(run: RunDir, config: RunConfig, resume: bool, weights: Mapping[str,
                 raise _exists(run)
             write_text(run.config, f"# nas train {run.config} --name {run.name} --resume\n"
                        + yaml_io.dumps(config.to_dict()))
-        earlier = _earlier_starts(run) if resume else []
-        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        write_json(run.environment, {**environment(), "ranks": ranks, "started": started,
-                                     **({"earlier_starts": earlier} if earlier else {})})
         yield
+
+
+def record_start(run: RunDir, resumed: bool, ranks: int) -> None:
+    """Rank 0, once the run is ready to train (a resume's checkpoint loaded): write
+    environment.json with the `ranks` training together, the start's UTC time and, on a resume,
+    the records of the run's earlier starts. A refused resume leaves the file as it was."""
+    earlier = _earlier_starts(run) if resumed else []
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    write_json(run.environment, {**environment(), "ranks": ranks, "started": started,
+                                 **({"earlier_starts": earlier} if earlier else {})})
 
 
 def _earlier_starts(run: RunDir) -> list[dict]:

@@ -18,7 +18,7 @@ from nas.engine.data.sources import DataSource
 from nas.engine.distributed import barrier, detect, init_process_group
 from nas.engine.evaluator import Evaluator
 from nas.engine.run import build_strategy, load_source
-from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, open_run
+from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir, check_name, check_resume, open_run, record_start
 from nas.engine.training.summary import TrainSummary, train_summary
 from supernets.base import Strategy
 
@@ -77,12 +77,14 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
     barrier()     # every rank has checked before rank 0 creates anything
     with ExitStack() as stack:
         if env.is_main:
-            stack.enter_context(open_run(run, config, resume, strategy.model_state_dict(), env.world_size))
+            stack.enter_context(open_run(run, config, resume, strategy.model_state_dict()))
         strategy.set_cache_dir(run.root)
         barrier()
         trainer = Trainer(config, strategy, source, run, env, progress, evaluator_factory(config, strategy, source))
         if start is not None:
             trainer.resume(start)
+        if env.is_main:
+            record_start(run, resumed=start is not None, ranks=env.world_size)
         trainer.fit()
         barrier()
     return train_summary(run)
