@@ -53,6 +53,8 @@ def test_two_gloo_ranks_sample_the_same_archs_and_match_one_process(tmp_path):
     assert "deprecated" not in stderr, stderr[-2000:]     # DDP is wrapped with this torch's own names
     archs = [json.loads((tmp_path / f"archs-{rank}.json").read_text()) for rank in (0, 1)]
     assert archs[0] == archs[1] and len(archs[0]) == STEPS * 3   # sandwich: max, 1 random, min
+    for rank in (0, 1):    # what probes share their batches out by
+        assert json.loads((tmp_path / f"io-{rank}.json").read_text()) == [[rank, 2]]
     state = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "last.pt")
     assert json.loads((tmp_path / "ddp" / "environment.json").read_text())["ranks"] == 2
     assert state["step"] == STEPS and not any(k.startswith("module.") for k in state["model"])

@@ -22,9 +22,9 @@ from nas.engine.data.datasets import load_dataset
 from nas.engine.run_dir import RunDir
 from nas.engine.training.schedule import build_scheduler
 from nas.engine.training.trainer import Trainer
+from supernets import few_shot_probe
 from supernets.base import StepIO
 from supernets.few_shot import FewShotOptions, FewShotStrategy, SplitOptions
-from supernets import few_shot_probe
 from supernets.few_shot_probe import Decision, decide_split, probe_halves, shared_parameters
 from supernets.gradient_matching import best_partition, partitions
 from supernets.one_shot import OneShotStrategy
