@@ -19,13 +19,13 @@ TRIALS ?= 20
 # Each member's fine-tune before it ships (nas export --finetune), a share of the run's steps: the
 # config's own quarter (536 steps a member). Measured from a fresh clone on an idle 2-core machine,
 # the whole job, set-up included, took 14 min 52 s; FINETUNE=12% saves about 1.5 minutes and ships
-# each member 0.25-1.0 points lower (BENCHMARKS.md §28, §29).
+# each member 0.25-1.0 points lower (benchmarks/notes/28-family-finetunes.md, benchmarks/notes/29-family-make-run-vit.md).
 FINETUNE ?= 25%
 FAMILY := runs/$(RUN)/search/make-run-family
 # FINALISTS=4: the search's 4 best archs fine-tuned alone and measured again (nas search
 # --finalists), 2 at a time. Off by default: behind the default score it gained nothing (cell201
 # +0.01, MobileNetV3 -0.20 points of standalone accuracy on average over 6 searches each, for 1-7
-# CPU-minutes a search; BENCHMARKS.md §17); it helps a search ranked by the supernet.
+# CPU-minutes a search; benchmarks/notes/17-default-path.md); it helps a search ranked by the supernet.
 FINALISTS ?= 0
 FINALIST_FLAGS := $(if $(filter-out 0,$(FINALISTS)),--finalists $(FINALISTS) --workers 2)
 # Two OpenMP threads per process; torch processes started side by side set their own.
