@@ -6,6 +6,7 @@ processes with two OpenMP threads each slow each other down tenfold on two cores
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import multiprocessing
 import signal
 from datetime import datetime, timezone
@@ -15,11 +16,13 @@ from types import SimpleNamespace
 import optuna
 import pytest
 from optuna.trial import TrialState
+from sqlalchemy.exc import OperationalError
 
 from nas.core.arch import arch_id
 from nas.core.errors import SearchError
 from nas.core.processes import this_process
-from searchers.optuna_storage import GRACE_PERIOD, ask_lock, is_stale, open_storage, storage_file
+from searchers.optuna_storage import (GRACE_PERIOD, StorageLost, ask_lock, is_stale, open_storage, storage_errors,
+                                      storage_file)
 from tests.core.test_processes import gone_pid
 from tests.support.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
@@ -158,3 +161,27 @@ def test_a_running_trial_is_stale_when_its_worker_is_judged_dead_or_silent():
     assert is_stale(_running(elsewhere, heartbeat_age=GRACE_PERIOD + 1), 1e9)
     older = {**record, "host": f"{me.host}/pid:[{me.pidns}]", "pid": gone.pid}         # a record of an older version
     assert not is_stale(_running(older), 1e9) and is_stale(_running(older, heartbeat_age=GRACE_PERIOD + 1), 1e9)
+
+
+def test_a_storage_url_whose_driver_is_missing_names_it_and_the_extra(tmp_path):
+    if importlib.util.find_spec("pg8000") is not None:
+        pytest.skip("pg8000 is installed here: no missing driver to name")
+    with pytest.raises(SearchError, match=r"^storage: cannot open postgresql\+pg8000://bob:\*\*\*@127\.0\.0\.1:1/nas: "
+                                          r"its database driver is missing \(No module named 'pg8000'\); .*"
+                                          r"pip install -e '\.\[postgres\]'$"):
+        open_storage("postgresql+pg8000://bob:hunter2@127.0.0.1:1/nas", tmp_path)
+
+
+def test_a_database_error_mid_search_is_one_line_in_the_drivers_words_password_masked():
+    url = "postgresql://bob:hunter2@db.example/nas"
+    driver = RuntimeError("server closed the connection unexpectedly\n\tThis probably means the server terminated")
+    with pytest.raises(StorageLost) as raised:
+        with storage_errors(url):
+            try:
+                raise OperationalError("SELECT trials.trial_id FROM trials", {"password": "hunter2"}, driver)
+            except OperationalError as e:     # how Optuna's RDB storage reports a failed commit
+                raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+    assert str(raised.value) == ("storage: lost postgresql://bob:***@db.example/nas mid-search: server closed the "
+                                 "connection unexpectedly This probably means the server terminated; the study keeps "
+                                 "every completed trial: run the same command again to resume")
+    assert raised.value.exit_code == 1
