@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     torch.set_num_threads(1)
+    from nas.engine.searching import pareto_report
+    pareto_report.plot_pareto = lambda *_args, **_kwargs: None   # unread here; matplotlib costs 1.5 s of CPU
     space = small_space()
     result = stub_search(out, args.searcher, args.trials, StubEvaluator(space, target_arch(space), args.sleep, before),
                          seed=args.seed, storage=args.storage, study=args.study, worker=args.worker)
