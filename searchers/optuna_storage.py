@@ -214,7 +214,7 @@ class Heartbeat:
                 try:
                     self.trial.set_user_attr("nas_heartbeat", time.time())
                 except Exception as e:  # a busy storage: the next beat tries again
-                    _log.warning("heartbeat of trial %d failed: %s", self.trial.number, e)
+                    _log.warning("heartbeat of trial %d failed: %s", self.trial.number, _reason(e, None))
 
     def close(self) -> None:
         self._stop.set()

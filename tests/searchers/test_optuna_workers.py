@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import logging
+import time
 import multiprocessing
 import signal
 from datetime import datetime, timezone
@@ -21,7 +23,7 @@ from sqlalchemy.exc import OperationalError
 from nas.core.arch import arch_id
 from nas.core.errors import SearchError
 from nas.core.processes import this_process
-from searchers.optuna_storage import (GRACE_PERIOD, StorageLost, ask_lock, is_stale, open_storage, storage_errors,
+from searchers.optuna_storage import (GRACE_PERIOD, Heartbeat, StorageLost, ask_lock, is_stale, open_storage, storage_errors,
                                       storage_file)
 from tests.core.test_processes import gone_pid
 from tests.support.safety import wait_for
@@ -121,8 +123,6 @@ def test_killed_search_resumes_without_rerunning_finished_trials(search_dir):
 def test_a_duplicate_is_seen_while_the_other_worker_has_not_tagged_its_trial(search_dir):
     # Worker A has asked a trial (its parameters are stored) but not yet written its `nas`
     # attribute (a loaded machine can stall it there for seconds); worker B asks the same arch.
-    import time
-
     from searchers.base import SearchContext
     from searchers.optuna_searcher import TPEOptions, TPESearcher
 
@@ -185,3 +185,20 @@ def test_a_database_error_mid_search_is_one_line_in_the_drivers_words_password_m
                                  "connection unexpectedly This probably means the server terminated; the study keeps "
                                  "every completed trial: run the same command again to resume")
     assert raised.value.exit_code == 1
+
+
+def test_a_failed_heartbeat_is_one_warning_line_in_the_drivers_words(caplog):
+    class LostTrial:        # a trial whose database went away
+        number = 7
+
+        def set_user_attr(self, key, value):
+            raise OperationalError("UPDATE trial_user_attributes SET value_json=...", {},
+                                   RuntimeError("server closed the connection\n\tunexpectedly"))
+    heartbeat = Heartbeat(0.01)
+    with caplog.at_level(logging.WARNING, logger="searchers.optuna_storage"):
+        heartbeat.beat(LostTrial())
+        deadline = time.monotonic() + 60
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.01)
+        heartbeat.close()
+    assert caplog.records[0].getMessage() == "heartbeat of trial 7 failed: server closed the connection unexpectedly"
