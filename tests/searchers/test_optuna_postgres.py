@@ -8,7 +8,6 @@ the suite's tiny trained run.
 from __future__ import annotations
 
 import signal
-import time
 
 import optuna
 import pytest
@@ -73,7 +72,8 @@ def test_three_tpe_workers_share_one_study(postgres, search_dir):
 def test_nsga2_workers_with_one_killed_mid_evaluation_end_with_exactly_n_trials(postgres, search_dir):
     """The killed worker's trial is failed by the PID check (same host), by whichever worker looks first."""
     url = postgres.url()
-    common = ["--searcher", "optuna-nsga2", "--trials", "12", "--storage", url, "--study", "nsga2-killed", "--meet", "3"]
+    common = ["--searcher", "optuna-nsga2", "--trials", "12", "--storage", url, "--study", "nsga2-killed",
+              "--meet", "3"]
     others = [start_worker(search_dir, *common, "--worker", str(k)) for k in (0, 1)]
     victim = start_worker(search_dir, *common, "--worker", "2", "--hold-after", "2")
     wait_for((search_dir / "holding").exists, victim, "the victim's third evaluation")

@@ -23,8 +23,8 @@ from sqlalchemy.exc import OperationalError
 from nas.core.arch import arch_id
 from nas.core.errors import SearchError
 from nas.core.processes import this_process
-from searchers.optuna_storage import (GRACE_PERIOD, Heartbeat, StorageLost, ask_lock, is_stale, open_storage, storage_errors,
-                                      storage_file)
+from searchers.optuna_storage import (GRACE_PERIOD, Heartbeat, StorageLost, ask_lock, is_stale, open_storage,
+                                      storage_errors, storage_file)
 from tests.core.test_processes import gone_pid
 from tests.support.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
