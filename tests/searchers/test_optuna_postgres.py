@@ -142,6 +142,7 @@ def _search(trained, out, url: str, trials: int) -> list[str]:
 def test_a_wrong_password_is_one_masked_line_and_keeps_the_study(postgres, trained, tmp_path, capsys):
     out = tmp_path / "wrong-password"
     assert cli.main(_search(trained, out, postgres.url(), 2)) == 0
+    capsys.readouterr()
     kept = results(out)
     err = one_line_error(capsys, _search(trained, out, postgres.url("not-the-password"), 4),
                          f"--storage: cannot open postgresql://nas:***@127.0.0.1:{postgres.port}/postgres",
