@@ -1,6 +1,6 @@
 # make run   - set up, then train the default supernet on Fashion-MNIST, search a family of three
 #              budgets, export every member and print the family's table
-# make test  - set up, then run the test suite
+# make test  - set up (and PostgreSQL for the storage tests), then run the test suite
 # make test-fast - set up, then run the suite less its tests marked slow or gpu (under 2 minutes)
 # make bench-list - every benchmark's commands with their cost class (seconds, minutes, hours)
 # make bench - set up, print that list, then run the seconds- and minutes-class commands that need no
@@ -31,14 +31,14 @@ FINALIST_FLAGS := $(if $(filter-out 0,$(FINALISTS)),--finalists $(FINALISTS) --w
 # Two OpenMP threads per process; torch processes started side by side set their own.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data run run-supernet run-alone test test-fast bench bench-list clean
+.PHONY: setup data postgres run run-supernet run-alone test test-fast bench bench-list clean
 
 setup: $(STAMP) data
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,onnx]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,onnx,postgres]'
 	touch $(STAMP)
 
 data:
@@ -48,6 +48,16 @@ data:
 	else \
 		echo "Fashion-MNIST is missing; install it with: sudo apt-get install dataset-fashion-mnist"; \
 		exit 1; \
+	fi
+
+# The server the search-storage tests start on the loopback address (tests/support/postgres.py):
+# Debian's postgresql, installed when missing and make runs as root; elsewhere those tests skip.
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else \
+		echo "PostgreSQL is missing: its storage tests skip (install it with: sudo apt-get install -y postgresql)"; \
 	fi
 
 # Where the supernet does not pay (`nas space CONFIG --supernet-pays` exits 1: the config's exports
@@ -78,7 +88,7 @@ run-alone:
 
 # Two pytest workers of one thread each: the suite's torch processes share the 2 cores. Both list
 # their 15 slowest tests at the end.
-test: setup
+test: setup postgres
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=15
 
 test-fast: setup
