@@ -200,8 +200,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"exported {_named(run.space, record.arch_id, api.resolve_arch(run.space, args.arch))} to {record.dir}: "
               f"val top-1 {record.val_top1:.4f}, test top-1 {record.test_top1:.4f}{how}, MACs {format_amount(record.macs)}, "
               f"params {format_amount(record.params)}")
-    if (record.record.get("search") or {}).get("note"):
-        print(f"note: {record.record['search']['note']}", file=sys.stderr)
+    for note in ((record.record.get("search") or {}).get("note"), record.record.get("timm")):
+        if note:
+            print(f"note: {note}", file=sys.stderr)
     for warning in (record.record.get("ignores_input"), record.warning):
         if warning:
             print(f"warning: {warning}", file=sys.stderr)

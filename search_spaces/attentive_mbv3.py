@@ -8,7 +8,8 @@ bias), dropout and the classifier. Swish by default everywhere; inputs of anothe
 resized bicubically (`interpolation`).
 
 Arch keys: `resolution`, `stem_width`, `stage{i}.depth`, `stage{i}.width`,
-`stage{i}.kernel_size`, `stage{i}.expand_ratio`, `head_width`.
+`stage{i}.kernel_size`, `stage{i}.expand_ratio`, `head_width`. AlphaNet's released models are
+named archs (`alphanet_a0` ... `alphanet_a6`, `alphanet_a5_1`: `search_spaces/alphanet_models.py`).
 """
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from typing import Any, Iterator, Mapping, NamedTuple
 import torch
 from torch import nn
 
-from nas.core.errors import ConfigError
+from nas.core.arch import Arch
+from nas.core.errors import ArchError, ConfigError
 from nas.core.preprocessing import INTERPOLATIONS
 from nas.core.registry import SPACES
+from search_spaces.alphanet_models import ALPHANET_MODELS
 from search_spaces.base import ArchSpace, LayerCost, Supernet
 from search_spaces.ops import ElasticConv2d, ElasticLinear, conv_macs, conv_output_size, se_reduced_channels
 from search_spaces.ops.attentive import (
@@ -130,6 +133,22 @@ class AttentiveMbv3Space(ArchSpace):
 
     def input_size(self, arch: Mapping[str, Any]) -> int:
         return int(arch["resolution"])
+
+    def arch_from_text(self, text: str) -> Arch | None:
+        """A released AlphaNet model by name (`alphanet_a0` ... `alphanet_a6`, `alphanet_a5_1`),
+        where this space holds it (the `imagenet_alphanet` space holds them all)."""
+        model = ALPHANET_MODELS.get(text.strip().lower())
+        if model is None:
+            return None
+        try:
+            return self.canonical(model.arch())
+        except ArchError:
+            return None
+
+    def arch_label(self, arch: Mapping[str, Any]) -> str | None:
+        """The released AlphaNet model `arch` is, if it is one."""
+        arch = self.canonical(arch)
+        return next((name for name in ALPHANET_MODELS if self.arch_from_text(name) == arch), None)
 
     def expands(self, stage: int) -> bool:
         """Whether the stage's blocks have an expansion conv (not when its only expand ratio is 1)."""
@@ -294,5 +313,5 @@ class AttentiveMbv3Supernet(Supernet):
 
     def timm_unavailable(self) -> str:
         """Why no timm model rebuilds an export of this space."""
-        return ("timm has no block with this shortcut (2x2 average pool, then a 1x1 projection without BN "
-                "where widths change), so no timm.json; model.pt2 and model.onnx rebuild it")
+        return ("no timm.json: timm cannot rebuild this block (its shortcut pools 2x2, then projects by a 1x1 conv "
+                "without BN where widths change); model.pt2 and model.onnx hold the model")

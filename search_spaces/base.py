@@ -450,6 +450,11 @@ class Supernet(nn.Module, abc.ABC):
         """The timm model definition that rebuilds `arch`'s export, or None if none maps."""
         return None
 
+    def timm_unavailable(self) -> str | None:
+        """Why no export of this space maps to a timm model, said in its `metrics.json` (None:
+        some do, or nothing to say)."""
+        return None
+
     def mixable_layers(self) -> list[MixableLayer]:
         """The layers whose weight sources a mixture of experts may replace (none by default)."""
         return []

@@ -130,3 +130,16 @@ def test_bad_options_name_the_key():
         make_space("attentive_mbv3", interpolation="nearest")
     with pytest.raises(Exception, match=r"kernel_sizes: needs one entry per stage"):
         make_space("attentive_mbv3", kernel_sizes=((3,),))
+
+
+@pytest.mark.parametrize("name", ALPHANET_MODELS)
+def test_released_models_are_named_archs(alphanet_space, name):
+    *choices, _ = ALPHANET_MODELS[name]
+    arch = alphanet_space.arch_from_text(f"alphanet_{name}")
+    assert arch == alphanet_space.canonical(alphanet_arch(*choices))
+    assert alphanet_space.arch_label(arch) == f"alphanet_{name}"
+
+
+def test_a_space_without_a_released_model_does_not_name_it():
+    space = make_space("attentive_mbv3")
+    assert space.arch_from_text("alphanet_a0") is None and space.arch_label(space.max()) is None

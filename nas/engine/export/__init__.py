@@ -226,6 +226,8 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
             if preprocessing is not None:
                 timm_config["pretrained_cfg"] = timm_pretrained_cfg(preprocessing, space.in_chans, space.num_classes)
             write_json(tmp / "timm.json", timm_config)
+        elif supernet.timm_unavailable() is not None:
+            record["timm"] = supernet.timm_unavailable()
         if export_format == "onnx":     # a failed check leaves the previous export in place
             record["onnx_max_abs_difference"] = _save_checked_onnx(static, example, tmp / "model.onnx", tolerance)
         write_json(tmp / "metrics.json", record)
@@ -310,7 +312,8 @@ def _export_subnet(run: Run, arch: dict[str, Any], folder: Path | None, out_dir:
                "finetune": finetuned, "cheaper": cheaper, "warning": warning, "step": run.step,
                "checkpoint": run.checkpoint.name, "run": str(run.dir.root.resolve()),
                "space_fingerprint": run.space.fingerprint(), "search": _search_record(folder, run)}
-    preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std)
+    preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std,
+                                           run.space.interpolation)
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
         record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
                              preprocessing, export_format=export_format, model=model)

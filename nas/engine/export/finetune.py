@@ -174,7 +174,7 @@ def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig,
     teacher = _teacher(run) if settings.distill else None
     checkpoint = run.config.train.checkpoint
     trained = train_alone(model, recipe, run.data, settings.seed, resolution=size, partial=partial,
-                          save_every_s=checkpoint.every_seconds,
+                          interpolation=run.space.interpolation, save_every_s=checkpoint.every_seconds,
                           save_every_steps=save_every_steps or checkpoint.every_steps, teacher=teacher,
                           progress=f"fine-tune {arch_id(arch)}" if progress else None, lr_param=LR_PARAM)
     model = trained_model(model)
@@ -216,7 +216,7 @@ def measure(run: Run, model: nn.Module, size: int) -> tuple[Any, Any]:
     """BN recalibration on the evaluator's images, then (val, test) accuracy as the evaluator measures."""
     evaluator = run.evaluator
     with torch.no_grad():
-        recalibrate_bn(model, [resize(x, size) for x in evaluator.calibration_inputs()])
+        recalibrate_bn(model, [resize(x, size, run.space.interpolation) for x in evaluator.calibration_inputs()])
     model.eval()
-    return tuple(accuracy(model, ((resize(x, size), y) for x, y in evaluator.batches(split)))
+    return tuple(accuracy(model, ((resize(x, size, run.space.interpolation), y) for x, y in evaluator.batches(split)))
                  for split in ("val", "test"))

@@ -1,0 +1,38 @@
+"""An `attentive_mbv3` export: no timm model rebuilds it, and it says so; torch.export and ONNX
+hold it, and its metrics record the space's bicubic resizing."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nas import api
+from nas.core.config import load_config
+from tests.support.tiny import tiny_config
+
+
+@pytest.mark.slow
+def test_export_says_timm_cannot_rebuild_it_and_records_bicubic_resizing(tmp_path):
+    config = tiny_config(steps=2)
+    config["space"] = {"name": "attentive_mbv3", "options": {"resolutions": [20, 25], "head_widths": [16, 24]}}
+    api.train(load_config(config), name="alpha", runs_dir=tmp_path / "runs", progress=False)
+    run = api.load_run("alpha", tmp_path / "runs", device="cpu")
+    onnx = importlib.util.find_spec("onnxscript") is not None
+    result = api.export_subnet(run, "max", tmp_path / "export", export_format="onnx" if onnx else "pt2")
+    metrics = json.loads((result.dir / "metrics.json").read_text())
+    assert metrics["preprocessing"]["interpolation"] == "bicubic"
+    assert "timm cannot rebuild this block" in metrics["timm"]
+    assert not (result.dir / "timm.json").exists()
+    arch = run.space.canonical(run.space.max())
+    size = run.space.input_size(arch)
+    x = torch.rand(3, 1, 40, 40)
+    program = torch.export.load(str(result.dir / "model.pt2")).module()
+    with run.evaluator.prepared(arch) as supernet, torch.no_grad():
+        # the supernet resizes a larger image itself; the export is given it resized as metrics.json says
+        resized = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False)
+        assert torch.allclose(program(resized), supernet(x), atol=1e-5)
+    if onnx:
+        assert (result.dir / "model.onnx").is_file() and metrics["onnx_max_abs_difference"] is not None
