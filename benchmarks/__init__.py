@@ -104,4 +104,6 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "bf16_speed": (Command("minutes"),),
     "train_quality": (Command("hours"),),
     "distill_ablation": (Command("hours"),),
+    "alphanet_equivalence": (Command("minutes", "--attentivenas DIR --alphanet DIR --random 20",
+                                     needs="checkouts of facebookresearch/AttentiveNAS and AlphaNet (DIR)"),),
 }
