@@ -106,4 +106,6 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "distill_ablation": (Command("hours"),),
     "alphanet_equivalence": (Command("minutes", "--attentivenas DIR --alphanet DIR --random 20",
                                      needs="checkouts of facebookresearch/AttentiveNAS and AlphaNet (DIR)"),),
+    "ofa_equivalence": (Command("hours", needs="the ofa package (the dev extra)"),
+                        Command("minutes", "--subnets 4 --widths 1.0", needs="the ofa package (the dev extra)")),
 }

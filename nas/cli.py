@@ -473,6 +473,21 @@ def cmd_latency_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from nas import api
+    result = api.import_run(args.format, args.file, args.name, tuple(args.set), args.runs_dir)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        r = result.record
+        width = f" w{r['width']}" if "width" in r else ""
+        print(f"run: {result.run} ({result.format}{width} as {result.config}, {r['num_classes']} classes; "
+              f"BN statistics as in the file until recalibrated on data.root)")
+        if r.get("note"):
+            print(f"note: {r['note']}")
+    return 0
+
+
 def _registered() -> str:
     from nas.core.registry import (
         DISTILL_LOSSES,
@@ -699,6 +714,18 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--json", action="store_true", help="print the path and the fit report as JSON on stdout")
     _add_runs_dir(fit)
     fit.set_defaults(func=cmd_latency_fit)
+
+    imported = commands.add_parser("import", help="a run from another engine's published supernet (ofa: "
+                                   "Once-for-All's MobileNetV3 w1.0/w1.2; alphanet: AlphaNet's), read by every verb "
+                                   "like a trained run")
+    imported.add_argument("format", metavar="FORMAT", help="the file's engine: ofa or alphanet")
+    imported.add_argument("file", metavar="FILE", help="the published checkpoint (e.g. ofa_mbv3_d234_e346_k357_w1.0)")
+    imported.add_argument("--name", required=True, help="the new run's name under --runs-dir")
+    imported.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                          help="override keys of the format's config, as for nas train (e.g. data.root=DIR)")
+    imported.add_argument("--json", action="store_true", help="print the run folder and the import record as JSON")
+    _add_runs_dir(imported)
+    imported.set_defaults(func=cmd_import)
     return parser
 
 

@@ -13,15 +13,18 @@ file are not the subnets' own, so BN must be recalibrated on data before any acc
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 
-from nas.core.errors import CheckpointError, plural
+from nas.core.config import load_config
+from nas.core.errors import CheckpointError, ConfigError, plural
+from nas.engine.importing import IMPORTERS, Imported
 from nas.engine.importing.safe_pickle import Inert, convert_command, read_published
 from search_spaces.attentive_mbv3 import AttentiveMbv3Supernet
 
 FORMAT = "alphanet"
+CONFIG = "imagenet_alphanet"
 RECALIBRATE_NOTE = ("AlphaNet trained BN with momentum 0, so the file's BN statistics are not the subnets' own: "
                     "recalibrate BN on your data before any accuracy (nas eval and nas export do, given data.root)")
 BN_ENTRIES = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
@@ -124,3 +127,18 @@ def load_alphanet(path: str | Path, supernet: AttentiveMbv3Supernet) -> dict:
     state, record = alphanet_state_dict(path, supernet)
     supernet.load_state_dict(state, strict=True)
     return record
+
+
+@IMPORTERS.register(FORMAT)
+def read_alphanet(path: Path, overrides: Sequence[str]) -> Imported:
+    """AlphaNet's released supernet as a run of `imagenet_alphanet` (with the `--set` overrides)."""
+    from nas.engine.run import build_strategy
+
+    config = load_config(CONFIG, list(overrides))
+    strategy = build_strategy(config)
+    supernet = strategy.subnet_for(strategy.space.max())
+    if not isinstance(supernet, AttentiveMbv3Supernet):
+        raise ConfigError(f"space.name: AlphaNet's supernet is an attentive_mbv3 space, not {supernet.space.name}")
+    record = load_alphanet(path, supernet)
+    return Imported(config, strategy.model_state_dict(), strategy.state_dict(),
+                    {**record, "config": CONFIG, "num_classes": supernet.space.num_classes})

@@ -13,9 +13,12 @@ import os
 import pytest
 import torch
 
+from nas import api, cli
 from nas.core.errors import CheckpointError, PathError
 from nas.engine.importing.alphanet import RECALIBRATE_NOTE, alphanet_state_dict, load_alphanet
+from search_spaces.attentive_mbv3 import AttentiveMbv3Options, AttentiveMbv3Space
 from tests.conftest import make_space, make_supernet
+from tests.support.fake_data import write_png_tree
 
 BN = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
 
@@ -144,3 +147,43 @@ def test_a_pickled_model_is_refused_with_how_to_convert_it(space, tmp_path):
     torch.save(torch.nn.Linear(2, 2), tmp_path / "model.pth", _use_new_zipfile_serialization=False)
     with pytest.raises(CheckpointError, match=r"a pickled model\? convert it: python -c .*weights_only=False"):
         alphanet_state_dict(tmp_path / "model.pth", make_supernet(space))
+
+
+SMALL_SPACE = ["space.options.resolutions=[24,28]", "space.options.stem_widths=[8,16]",
+               "space.options.depths=[[1,2],[1,2],[1,2]]", "space.options.widths=[[8,16],[16,24],[24,32]]",
+               "space.options.kernel_sizes=[[3],[3,5],[3,5]]", "space.options.expand_ratios=[[1],[4,6],[6]]",
+               "space.options.strides=[1,2,2]", "space.options.se=[false,false,true]",
+               "space.options.activations=[swish,swish,swish]", "space.options.head_widths=[32,48]"]
+
+
+@pytest.mark.slow
+def test_nas_import_alphanet_makes_a_run_every_verb_reads(tmp_path, capsys):
+    tree = tmp_path / "tree"
+    write_png_tree(tree, train_per_class=8, val_per_class=2)
+    classes = sum(p.is_dir() for p in (tree / "train").iterdir())
+    source = make_supernet(AttentiveMbv3Space(AttentiveMbv3Options(), 3, classes))   # SMALL_SPACE's options
+    save_like_them(tmp_path / "alphanet_pretrained.pth.tar", their_layout(source), str(tmp_path / "fired"))
+    data = [f"data.root={tree}", "data.num_classes=null", "data.image_size=28", "data.val_size=6",
+            "data.workers=0", "eval.bn_recal_batches=1", "eval.bn_recal_batch_size=8"]
+    runs = str(tmp_path / "runs")
+    assert cli.main(["import", "alphanet", str(tmp_path / "alphanet_pretrained.pth.tar"), "--name", "alpha",
+                     "--runs-dir", runs, "--set", *SMALL_SPACE, *data]) == 0
+    assert "note: AlphaNet trained BN with momentum 0" in capsys.readouterr().out
+    assert not (tmp_path / "fired").exists()
+    run = api.load_run("alpha", runs, device="cpu")
+    x = torch.randn(2, 3, 28, 28)
+    for arch in (run.space.max(), run.space.min()):
+        source.set_active(arch)
+        with torch.no_grad():    # the run's channels_last layout sums in another order
+            torch.testing.assert_close(run.subnet(arch).eval()(x), source(x), rtol=1e-5, atol=1e-6)
+    assert cli.main(["eval", "alpha", "--runs-dir", runs, "--arch", "min"]) == 0
+    assert "top-1" in capsys.readouterr().out
+
+
+def test_a_bad_file_exits_2_with_one_line(tmp_path, capsys):
+    (tmp_path / "bad.pth").write_text("not a checkpoint")
+    assert cli.main(["import", "alphanet", str(tmp_path / "bad.pth"), "--name", "x",
+                     "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is not a PyTorch checkpoint" in err
+    assert not (tmp_path / "runs" / "x" / "config.yaml").exists()
