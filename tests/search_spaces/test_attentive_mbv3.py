@@ -1,10 +1,14 @@
 """The `attentive_mbv3` space: AlphaNet's models counted as their code counts them, and its blocks."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+from nas.api import build_space
+from nas.cli import main
 from nas.core.config import load_config
 from search_spaces.attentive_mbv3 import AttentiveMbv3Space
 from search_spaces.ops.attentive import ElasticAttentiveBlock
@@ -44,8 +48,10 @@ def alphanet_arch(resolution, widths, kernels, expands, depths) -> dict:
 
 @pytest.fixture(scope="module")
 def alphanet_space() -> AttentiveMbv3Space:
-    """The shipped imagenet_alphanet space (1000 classes; no dataset needed)."""
-    return AttentiveMbv3Space(load_config("imagenet_alphanet").space.options, 3, 1000)
+    """The shipped imagenet_alphanet space (its 1000 classes from data.num_classes: no data needed)."""
+    space = build_space(load_config("imagenet_alphanet"))
+    assert (space.in_chans, space.num_classes) == (3, 1000)
+    return space
 
 
 @pytest.mark.parametrize("name", ALPHANET_MODELS)
@@ -58,6 +64,13 @@ def test_alphanet_space_spans_their_min_and_max(alphanet_space):
     assert alphanet_space.macs(alphanet_space.min()) / 1e6 == pytest.approx(203.390, abs=0.01)
     assert alphanet_space.macs(alphanet_space.max()) / 1e6 == pytest.approx(1939.336, abs=0.01)
     assert alphanet_space.min() == alphanet_space.canonical(alphanet_arch(*ALPHANET_MODELS["a0"][:-1]))
+
+
+def test_nas_space_counts_the_alphanet_space_without_data(capsys):
+    assert main(["space", "imagenet_alphanet", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["space"] == "attentive_mbv3"
+    assert summary["macs"] == {"min": 203_389_568, "max": 1_939_335_808}
 
 
 def test_alphanet_arch_keys_are_per_stage():
