@@ -260,7 +260,7 @@ class AttentiveMbv3Supernet(Supernet):
                 blocks.append(ElasticAttentiveBlock(
                     max_in, max(o.widths[i]), expand, max(o.kernel_sizes[i]), o.strides[i] if j == 0 else 1,
                     o.se[i], o.activations[i], space.expands(i),
-                    projects=j == 0 and any(a != b for a in in_widths for b in o.widths[i])))
+                    has_projection=j == 0 and any(a != b for a in in_widths for b in o.widths[i])))
                 in_widths = set(o.widths[i])
             stages.append(nn.Sequential(*blocks))
         self.blocks = nn.Sequential(*stages)

@@ -101,13 +101,13 @@ class AttentiveBlock(nn.Module):
 class ElasticAttentiveBlock(nn.Module):
     """`AttentiveBlock` with elastic in/out width, expand ratio and kernel size.
 
-    `expands=False` builds no expansion conv (a stage whose only expand ratio is 1). The
-    projection shortcut exists where the block can change width or resolution (`projects`);
-    it is used only when the active in and out widths differ.
+    `expands=False` builds no expansion conv (a stage whose only expand ratio is 1). The 1x1
+    projection exists where some arch changes the block's width (`has_projection`); it runs
+    only when the active in and out widths differ.
     """
 
     def __init__(self, max_in: int, max_out: int, max_expand: float, max_kernel: int, stride: int,
-                 use_se: bool, activation: str, expands: bool, projects: bool):
+                 use_se: bool, activation: str, expands: bool, has_projection: bool):
         super().__init__()
         max_mid = round(max_in * max_expand)
         self.stride, self.activation = stride, activation
@@ -118,7 +118,7 @@ class ElasticAttentiveBlock(nn.Module):
         self.se = ElasticSqueezeExcite(max_mid) if use_se else None
         self.conv_pwl = ElasticConv2d(max_mid, max_out, 1)
         self.bn_pwl = ElasticBatchNorm2d(max_out)
-        self.projection = ElasticConv2d(max_in, max_out, 1) if projects else None
+        self.projection = ElasticConv2d(max_in, max_out, 1) if has_projection else None
         self.configure(max_in, max_out, max_expand if expands else 1, max_kernel)
 
     def configure(self, in_channels: int, out_channels: int, expand_ratio: float, kernel_size: int) -> None:
@@ -130,8 +130,8 @@ class ElasticAttentiveBlock(nn.Module):
         if self.se is not None:
             self.se.configure(mid)
         self.conv_pwl.configure(mid, out_channels)
-        self.projects = in_channels != out_channels
-        if self.projects:
+        self.uses_projection = in_channels != out_channels
+        if self.uses_projection:
             if self.projection is None:
                 raise ValueError(f"block of width {out_channels} has no projection from width {in_channels}")
             self.projection.configure(in_channels, out_channels)
@@ -143,7 +143,7 @@ class ElasticAttentiveBlock(nn.Module):
             out = self.se(out)
         out = self.bn_pwl(self.conv_pwl(out))
         shortcut = pool_shortcut(x, self.stride)
-        return out + (self.projection(shortcut) if self.projects else shortcut)
+        return out + (self.projection(shortcut) if self.uses_projection else shortcut)
 
     def to_static(self) -> AttentiveBlock:
         """A static `AttentiveBlock` with copies of the active weights and statistics."""
@@ -152,4 +152,4 @@ class ElasticAttentiveBlock(nn.Module):
             self.expand.to_static() if self.expand is not None else None, self.conv_dw.to_static(),
             self.bn_dw.to_static(mid), self.activation,
             self.se.to_static() if self.se is not None else nn.Identity(), self.conv_pwl.to_static(),
-            self.bn_pwl.to_static(out), Shortcut(self.stride, self.projection.to_static() if self.projects else None))
+            self.bn_pwl.to_static(out), Shortcut(self.stride, self.projection.to_static() if self.uses_projection else None))

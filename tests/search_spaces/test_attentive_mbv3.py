@@ -96,7 +96,7 @@ def _pool_by_hand(x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("side", [6, 7])
 def test_block_shortcut_pools_then_projects_without_bn_or_bias(side):
     torch.manual_seed(0)
-    block = ElasticAttentiveBlock(8, 16, 4, 3, 2, use_se=False, activation="swish", expands=True, projects=True)
+    block = ElasticAttentiveBlock(8, 16, 4, 3, 2, use_se=False, activation="swish", expands=True, has_projection=True)
     block.configure(8, 16, 4, 3)
     torch.nn.init.zeros_(block.bn_pwl.weight)     # the main branch adds exactly 0
     torch.nn.init.zeros_(block.bn_pwl.bias)
