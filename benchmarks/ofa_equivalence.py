@@ -12,7 +12,8 @@ MACs against `Mbv3FLOPsModel` (round(MMACs x 1e6)) and params against OFA's acti
 
     python -m benchmarks.ofa_equivalence [--subnets 200] [--batch 2] [--widths 1.0 1.2] [--threads 1]
 
-Needs the `ofa` package (the dev extra). One JSON line per width, then the summary.
+Needs the `ofa` package (the dev extra). Prints one JSON line: per width, the worst differences and
+the number of MACs and params mismatches.
 """
 from __future__ import annotations
 

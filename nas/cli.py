@@ -195,6 +195,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         _print_json(record.to_json())
     else:
         tuned = record.record.get("finetune")
+        if record.val_top1 is None:      # an imported run without data
+            print(f"exported {record.arch_id} to {record.dir}: MACs {format_amount(record.macs)}, params "
+                  f"{format_amount(record.params)}; {record.record['note']}")
+            return 0
         how = (f" (fine-tuned {tuned['steps']} steps; inherited: val {record.record['inherited']['val_top1']:.4f}, "
                f"test {record.record['inherited']['test_top1']:.4f})" if tuned else " (inherited weights)")
         print(f"exported {_named(run.space, record.arch_id, api.resolve_arch(run.space, args.arch))} to {record.dir}: "

@@ -5,7 +5,7 @@ Once-for-All's MobileNetV3; `alphanet`: AlphaNet's AttentiveNAS supernet). A rea
 shipped config with the user's `--set` overrides) and the supernet's weights under `nas` names.
 `import_run` writes what `nas train` would have: `config.yaml`, `checkpoints/last.pt` (step 0,
 the weights, and the import record) and `environment.json`, plus `imported.json` (where the
-weights came from), so every verb reads the run like a trained one.
+weights came from), so every verb reads the run like a trained one (`Run.imported` is the record).
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ from nas.engine.run_dir import RunDir, check_name, environment
 
 FORMATS = ("ofa", "alphanet")      # the modules of this package that register a reader
 IMPORTERS: Registry = Registry("import format", "FORMAT")
-IMPORT_RECORD = "imported.json"
 
 
 @dataclass(frozen=True)
@@ -118,17 +117,10 @@ def import_run(format: str, file: str | Path, name: str, overrides: Sequence[str
         if run.config.exists():
             raise RunError(f"{run.root} already exists", param="name", fix="choose another {name}")
         save_checkpoint(state, run.checkpoints / LAST)
-        write_json(run.root / IMPORT_RECORD, record)
+        write_json(run.imported, record)
         write_json(run.environment, {**environment(), "ranks": 1, "started": record["imported"]})
-        sets = ["--set", *overrides] if overrides else []
-        command = " ".join(["nas import", format, str(path), "--name", name, *sets])
-        write_text(run.config, f"# {command}\n" + yaml_io.dumps(imported.config.to_dict()))
+        sets = " ".join(overrides)     # config.yaml's first line: the command that made the run
+        header = f"# nas import {format} {path} --name {name}{' --set ' + sets if sets else ''}\n"
+        write_text(run.config, header + yaml_io.dumps(imported.config.to_dict()))
     return ImportResult(run.root, format, record.get("config", ""), record)
 
-
-def import_record(run_root: str | Path) -> Mapping[str, Any] | None:
-    """The import record of a run folder (`imported.json`), or None for a trained run."""
-    import json
-
-    path = Path(run_root) / IMPORT_RECORD
-    return json.loads(path.read_text()) if path.is_file() else None

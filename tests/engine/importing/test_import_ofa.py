@@ -41,6 +41,7 @@ def flat_and_legacy(state: dict) -> dict:
     return renamed
 
 
+@pytest.mark.slow
 def test_import_writes_a_run_that_loads_like_a_trained_one(ofa_state, tmp_path, capsys):
     assert run_import(tmp_path, {"state_dict": ofa_state}, extra=["--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -57,6 +58,7 @@ def test_import_writes_a_run_that_loads_like_a_trained_one(ofa_state, tmp_path, 
     assert torch.equal(weights["conv_head.weight"], ofa_state["feature_mix_layer.conv.weight"])
 
 
+@pytest.mark.slow
 def test_every_spelling_ofas_loader_accepts_gives_the_same_weights(ofa_state, tmp_path):
     assert run_import(tmp_path, {"state_dict": ofa_state}, "nested") == 0
     assert run_import(tmp_path, flat_and_legacy(ofa_state), "flat") == 0     # a bare state dict too
@@ -87,6 +89,7 @@ def test_bad_files_get_one_line_and_exit_2(ofa_state, tmp_path, capsys, corrupt,
     assert not (tmp_path / "runs" / "ofa" / "config.yaml").exists()
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_a_checkpoint_and_a_taken_name(ofa_state, tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("not a checkpoint")
     assert main(["import", "ofa", str(tmp_path / "notes.txt"), "--name", "x", "--runs-dir", str(tmp_path)]) == 2
@@ -96,6 +99,7 @@ def test_a_file_that_is_not_a_checkpoint_and_a_taken_name(ofa_state, tmp_path, c
     assert "already exists" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_import_killed_before_config_yaml_is_rerun(ofa_state, tmp_path):
     (tmp_path / "runs" / "ofa" / "checkpoints").mkdir(parents=True)
     (tmp_path / "runs" / "ofa" / "checkpoints" / "last.pt").write_bytes(b"partial")
