@@ -108,4 +108,6 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "bf16_speed": (Command("minutes"),),
     "train_quality": (Command("hours"),),
     "distill_ablation": (Command("hours"),),
+    "ofa_equivalence": (Command("hours", needs="the ofa package (the dev extra)"),
+                        Command("minutes", "--subnets 4 --widths 1.0", needs="the ofa package (the dev extra)")),
 }

@@ -195,6 +195,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         _print_json(record.to_json())
     else:
         tuned = record.record.get("finetune")
+        if record.val_top1 is None:      # an imported run without data
+            print(f"exported {record.arch_id} to {record.dir}: MACs {format_amount(record.macs)}, params "
+                  f"{format_amount(record.params)}; {record.record['note']}")
+            return 0
         how = (f" (fine-tuned {tuned['steps']} steps; inherited: val {record.record['inherited']['val_top1']:.4f}, "
                f"test {record.record['inherited']['test_top1']:.4f})" if tuned else " (inherited weights)")
         print(f"exported {_named(run.space, record.arch_id, api.resolve_arch(run.space, args.arch))} to {record.dir}: "
@@ -506,6 +510,18 @@ def cmd_latency_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from nas import api
+    result = api.import_run(args.format, args.file, args.name, tuple(args.set), args.runs_dir)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        r = result.record
+        print(f"run: {result.run} ({result.format} w{r['width']} as {result.config}, {r['num_classes']} classes; "
+              f"BN statistics as in the file until recalibrated on data.root)")
+    return 0
+
+
 def _registered() -> str:
     from nas.core.registry import (
         DISTILL_LOSSES,
@@ -749,6 +765,17 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     _add_runs_dir(probe)
     probe.set_defaults(func=cmd_latency_probe)
+
+    imported = commands.add_parser("import", help="a run from another engine's published supernet (ofa: "
+                                   "Once-for-All's MobileNetV3 w1.0/w1.2), read by every verb like a trained run")
+    imported.add_argument("format", metavar="FORMAT", help="the file's engine: ofa")
+    imported.add_argument("file", metavar="FILE", help="the published checkpoint (e.g. ofa_mbv3_d234_e346_k357_w1.0)")
+    imported.add_argument("--name", required=True, help="the new run's name under --runs-dir")
+    imported.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                          help="override keys of the format's config, as for nas train (e.g. data.root=DIR)")
+    imported.add_argument("--json", action="store_true", help="print the run folder and the import record as JSON")
+    _add_runs_dir(imported)
+    imported.set_defaults(func=cmd_import)
     return parser
 
 

@@ -8,6 +8,7 @@ search worker, which unpickles its callbacks by module name) has to import the o
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -88,6 +89,18 @@ class Run:
     @property
     def space(self) -> ArchSpace:
         return self.strategy.space
+
+    @property
+    def imported(self) -> dict[str, Any] | None:
+        """The record of a run made by `nas import` (`imported.json`), None for a trained run."""
+        path = self.dir.imported
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    @property
+    def has_data(self) -> bool:
+        """Whether the run's config names its data: an imported ImageFolder run may have none
+        (`data.root` unset), and then exports without recalibrating or evaluating."""
+        return not (self.config.data.name == "imagefolder" and self.config.data.root is None)
 
     def subnet(self, arch: Mapping[str, Any]) -> Supernet:
         """The trained supernet that computes `arch`, with `arch` active."""

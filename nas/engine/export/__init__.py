@@ -9,7 +9,8 @@ directory, which then replaces it in one rename: an interrupted export leaves th
 export (or nothing) in place, never a mix. An existing output directory is replaced only if
 it holds nothing but export files.
 `export_subnet` (what `nas.export_subnet` is) exports a trained run's subnet after recalibrating
-its BN statistics and evaluating it.
+its BN statistics and evaluating it (an imported run without data: as imported, unevaluated,
+`without_data.py`).
 
 The static model is checked against the supernet on the supernet's device (in exact float32:
 no TF32 on CUDA), then saved from the CPU, so the files load on any machine.
@@ -31,7 +32,7 @@ from nas.core.errors import NasError, PathError
 from nas.core.locks import folder_lock
 from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
 from nas.core.preprocessing import preprocessing_metadata
-from nas.engine.counting import parameter_count
+from nas.engine.counting import counted_flops, parameter_count
 from nas.engine.devices import exact_float32, module_device
 from nas.engine.json_result import JsonResult
 from nas.engine.onnx_file import MAX_BATCH, missing_onnx_packages, save_checked_onnx
@@ -177,6 +178,12 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
         raise RuntimeError(f"export differs from {against} by {difference:.3g} (> {tolerance:.3g}) on {device}")
     static = static.cpu()
     macs = space.macs(arch)
+    classes = space.num_classes
+    if model is not None:       # a fine-tune may have replaced the head (data with other classes)
+        with torch.no_grad():
+            classes = int(static(example[:1]).shape[-1])
+        if classes != space.num_classes:
+            macs = counted_flops(static, example[:1]) // 2
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
               "max_abs_difference": difference, "checked_on": str(device),
               "checked_against": "supernet" if model is None else "finetuned model", **dict(metrics or {}),
@@ -193,8 +200,9 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
         write_arch_file(arch, tmp / "arch.yaml")
         timm_config = supernet.timm_config(arch)
         if timm_config is not None:
+            timm_config["kwargs"]["num_classes"] = classes
             if preprocessing is not None:
-                timm_config["pretrained_cfg"] = timm_pretrained_cfg(preprocessing, space.in_chans, space.num_classes)
+                timm_config["pretrained_cfg"] = timm_pretrained_cfg(preprocessing, space.in_chans, classes)
             write_json(tmp / "timm.json", timm_config)
         if export_format == "onnx":     # a failed check leaves the previous export in place
             record["onnx_max_abs_difference"] = save_checked_onnx(static, example, tmp / "model.onnx", tolerance,
@@ -215,8 +223,8 @@ class ExportResult(JsonResult):
     macs: int
     flops: int
     params: int
-    val_top1: float
-    test_top1: float
+    val_top1: float | None     # None: an imported run exported without data
+    test_top1: float | None
     dir: Path
     record: dict[str, Any]
 
@@ -257,6 +265,12 @@ def export_lock(out_dir: str | Path) -> Path:
 def _export_subnet(run: Run, arch: dict[str, Any], folder: Path | None, out_dir: Path, export_format: str,
                    finetune: FinetuneConfig | None, progress: bool) -> ExportResult:
     settings = run.config.export.finetune if finetune is None else finetune
+    if run.imported is not None and not run.has_data:
+        from nas.engine.export.without_data import export_without_data
+
+        record = export_without_data(run, arch, out_dir, export_format, settings)
+        return ExportResult(record["arch_id"], record["macs"], record["flops"], record["params"], None, None,
+                            out_dir, record)
     if settings.enabled:        # a length past the ceiling fails before the evaluations
         from nas.engine.export.finetune import finetune_steps, run_length
 
