@@ -17,7 +17,6 @@ no TF32 on CUDA), then saved from the CPU, so the files load on any machine.
 """
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from nas.core.preprocessing import preprocessing_metadata
 from nas.engine.counting import counted_flops, parameter_count
 from nas.engine.devices import exact_float32, module_device
 from nas.engine.json_result import JsonResult
+from nas.engine.onnx_file import MAX_BATCH, missing_onnx_packages, save_checked_onnx
 from nas.core.config import FinetuneConfig
 from nas.engine.export.shipped import below_cheaper, cheaper_subnets, measured_by_search, search_folder, write_shipped
 from nas.engine.export.shipped_record import foreign_export, other_weights, search_source
@@ -43,7 +43,6 @@ from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run import Run, resolve_arch
 from search_spaces.base import Supernet
 
-MAX_BATCH = 1 << 16
 EXPORT_FILES = ("model.pt2", "weights.safetensors", "arch.yaml", "metrics.json", "timm.json", "model.onnx")
 
 
@@ -84,8 +83,6 @@ def same_file_system(a: Path, b: Path) -> bool:
 # which sum in other orders: allow float32 rounding relative to the size of the outputs.
 DEVICE_TOLERANCE = 1e-4
 FORMATS = ("pt2", "onnx")
-# What `model.onnx` needs: torch's ONNX exporter imports onnx and onnxscript.
-ONNX_PACKAGES = ("onnx", "onnxscript")
 
 
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
@@ -99,37 +96,10 @@ def check_format(export_format: str) -> None:
     if export_format not in FORMATS:
         raise NasError(f"export_format: unknown format '{export_format}'; choose one of {', '.join(FORMATS)}")
     if export_format == "onnx":
-        missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
+        missing = missing_onnx_packages()
         if missing:
             raise NasError(f"export_format onnx: needs {' and '.join(missing)}, not installed; install the onnx extra: "
                            "pip install -e '.[onnx]' (in a checkout of nas)")
-
-
-def save_onnx(static: nn.Module, example: torch.Tensor, path: Path) -> float | None:
-    """Write `model.onnx` (dynamic batch) through a temporary file; returns the largest |difference|
-    between onnxruntime and `static` on `example`, or None without onnxruntime."""
-    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
-    program = torch.onnx.export(static.eval(), (example,), dynamo=True, dynamic_shapes={"x": {0: batch}},
-                                external_data=False)
-    with atomic_file(path, "wb") as f:
-        f.write(program.model_proto.SerializeToString())
-    if importlib.util.find_spec("onnxruntime") is None:
-        return None
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    (output,) = session.run(None, {session.get_inputs()[0].name: example.numpy()})
-    with torch.no_grad():
-        return (torch.from_numpy(output) - static(example)).abs().max().item()
-
-
-def _save_checked_onnx(static: nn.Module, example: torch.Tensor, path: Path, tolerance: float) -> float | None:
-    difference = save_onnx(static, example, path)
-    with torch.no_grad():   # onnxruntime's kernels sum in other orders too
-        onnx_tolerance = max(tolerance, DEVICE_TOLERANCE * max(1.0, static(example).abs().max().item()))
-    if difference is not None and not difference <= onnx_tolerance:
-        raise RuntimeError(f"model.onnx differs from the export by {difference:.3g} (> {onnx_tolerance:.3g})")
-    return difference
 
 
 def timm_pretrained_cfg(preprocessing: Mapping[str, Any], in_chans: int, num_classes: int) -> dict[str, Any]:
@@ -237,7 +207,8 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
         elif supernet.timm_unavailable() is not None:
             record["timm"] = supernet.timm_unavailable()
         if export_format == "onnx":     # a failed check leaves the previous export in place
-            record["onnx_max_abs_difference"] = _save_checked_onnx(static, example, tmp / "model.onnx", tolerance)
+            record["onnx_max_abs_difference"] = save_checked_onnx(static, example, tmp / "model.onnx", tolerance,
+                                                                  DEVICE_TOLERANCE)
         write_json(tmp / "metrics.json", record)
     return record
 
