@@ -35,7 +35,8 @@ def export_without_data(run: Run, arch: dict[str, Any], out_dir: Path, export_fo
                "warning": None, "step": run.step, "checkpoint": run.checkpoint.name,
                "run": str(run.dir.root.resolve()), "space_fingerprint": run.space.fingerprint(), "search": None,
                "imported": run.imported}
-    preprocessing = preprocessing_metadata(run.space.input_size(arch), IMAGENET_MEAN, IMAGENET_STD)
+    preprocessing = preprocessing_metadata(run.space.input_size(arch), IMAGENET_MEAN, IMAGENET_STD,
+                                           run.space.interpolation)
     supernet = run.subnet(arch)
     return save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics, preprocessing,
                        export_format=export_format)

@@ -8,6 +8,7 @@ it: DDP's `module.` prefix, `bn_tracking` BN copies, a projection on every block
 from __future__ import annotations
 
 import collections
+import json
 import os
 
 import pytest
@@ -178,6 +179,14 @@ def test_nas_import_alphanet_makes_a_run_every_verb_reads(tmp_path, capsys):
             torch.testing.assert_close(run.subnet(arch).eval()(x), source(x), rtol=1e-5, atol=1e-6)
     assert cli.main(["eval", "alpha", "--runs-dir", runs, "--arch", "min"]) == 0
     assert "top-1" in capsys.readouterr().out
+    # without data: the file's statistics exported as they are, resized as their model resizes
+    assert cli.main(["import", "alphanet", str(tmp_path / "alphanet_pretrained.pth.tar"), "--name", "bare",
+                     "--runs-dir", runs, "--set", *SMALL_SPACE, f"data.num_classes={classes}"]) == 0
+    assert cli.main(["export", "bare", "--runs-dir", runs, "--arch", "min",
+                     "--out", str(tmp_path / "bare-export")]) == 0
+    metrics = json.loads((tmp_path / "bare-export" / "metrics.json").read_text())
+    assert metrics["preprocessing"]["interpolation"] == "bicubic"
+    assert metrics["bn_statistics"] == "imported, not recalibrated"
 
 
 def test_a_bad_file_exits_2_with_one_line(tmp_path, capsys):
