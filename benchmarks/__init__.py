@@ -37,6 +37,7 @@ RUN = "a trained run (RUN)"
 NB201 = "the shared NAS-Bench-201 data"
 NB201_IMAGES = "the shared NAS-Bench-201 data and CIFAR-10 images"
 NB201_SCORES = "benchmarks/nb201"     # the committed per-arch scores
+OFA = "the ofa package (Once-for-All's code: pip install ofa)"
 
 BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "elastic_overhead": (Command("minutes", "--space mobilenetv3"), Command("minutes", "--space vit"),
@@ -67,6 +68,9 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "shipped_accuracy": (Command("hours", "RUN --ground-truth benchmarks/ground_truth --ground-truth "
                                           "benchmarks/ground_truth_searched --finetune-archs 500f88c52b", needs=RUN),),
     "latency_fit": (Command("minutes", "--ks 10 20 50 100", needs=NB201),),
+    "latency_probe": (Command("minutes", "--config imagenet_ofa_mbv3_w10 --resolution 224 --counts 92 120 200"),),
+    "ofa_beside": (Command("minutes", "--threads 2 --batch 32 --resolution 128 --steps 10", needs=OFA),
+                   Command("minutes", "--tiny", needs=OFA)),
     "nb201_costs": (Command("minutes", needs=NB201),),
     "nb201_searchers": (Command("hours", needs=NB201),
                         Command("minutes", "--queries 50,100,300 --searchers evolution "
@@ -104,4 +108,8 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "bf16_speed": (Command("minutes"),),
     "train_quality": (Command("hours"),),
     "distill_ablation": (Command("hours"),),
+    "alphanet_equivalence": (Command("minutes", "--attentivenas DIR --alphanet DIR --random 20",
+                                     needs="checkouts of facebookresearch/AttentiveNAS and AlphaNet (DIR)"),),
+    "ofa_equivalence": (Command("hours", needs="the ofa package (the dev extra)"),
+                        Command("minutes", "--subnets 4 --widths 1.0", needs="the ofa package (the dev extra)")),
 }

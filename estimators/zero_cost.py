@@ -70,7 +70,7 @@ def inputs(name: str, context: EstimatorContext, arch: Arch) -> list[Batch]:
     if not context.batches:
         raise ConfigError(f"score: '{name}' needs training batches (the estimator context has none)")
     size = context.space.input_size(arch)
-    return [(resize(x, size), y) for x, y in context.batches]
+    return [(resize(x, size, context.space.interpolation), y) for x, y in context.batches]
 
 
 def loss_gradients(model: nn.Module, batch: Batch) -> list[torch.Tensor]:

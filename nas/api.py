@@ -6,7 +6,7 @@ A thin facade: each stage lives in its folder of `nas.engine` (`training`, `sear
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from nas.core.arch import arch_id
 from nas.core.config import load_config
@@ -20,6 +20,7 @@ from nas.engine.export.shipped import format_shipped, read_shipped, shipped_stat
 from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
 from nas.engine.fidelity.stage import fidelity, ground_truth
+from nas.engine.importing import ImportResult, import_run
 from nas.engine.latency.stage import latency_table
 from nas.engine.run import (
     Run,
@@ -49,12 +50,13 @@ from nas.engine.training.summary import TrainSummary, train_summary
 from nas.engine.untrained import check_untrained_search, names_a_run, untrained_run
 
 __all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FAMILY_EXPORT", "FamilyExport", "FamilyResult",
-           "FidelityResult", "GenerateResult", "GroundTruthResult", "Run", "SPLITS", "SearchResult", "TrainSummary",
+           "FidelityResult", "GenerateResult", "GroundTruthResult", "ImportResult", "Run", "SPLITS", "SearchResult", "TrainSummary",
            "arch_generator", "budget_list", "build_space", "build_strategy", "build_supernet", "cheaper_path_note",
            "check_untrained_search", "evaluate", "export_family", "export_family_from_scratch", "export_subnet",
            "fidelity", "find_run", "format_family_summary", "format_fidelity_summary", "format_search_summary",
-           "format_shipped", "format_space_summary", "generate", "ground_truth", "is_family", "latency_fit",
-           "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights", "names_a_run",
+           "format_shipped", "format_space_summary", "generate", "ground_truth", "import_run", "is_family",
+           "latency_fit", "latency_probe", "latency_table", "load_config", "load_run", "load_source", "load_splits",
+           "load_weights", "names_a_run",
            "read_family", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",
            "run_space_summary", "search", "search_family", "search_summary", "shipped_status", "space_summary",
            "standalone_model",
@@ -68,6 +70,16 @@ def latency_fit(target: str, timings: str, column: str = "latency_ms", priors: t
     returns the table file and the fit report (`nas.engine.latency.fit.latency_fit`)."""
     from nas.engine.latency.fit import latency_fit as fit
     return fit(target, timings, column, priors, name, batch, out, overrides, runs_dir)
+
+
+def latency_probe(target: str, count: int, out: str, resolution: int | None = None, seed: int = 0,
+                  overrides: tuple[str, ...] = (), runs_dir: str = "runs",
+                  progress: Callable[[int, int], None] | None = None) -> Any:
+    """Write `count` subnets of a run's or config's space at one resolution, chosen so that
+    `latency_fit` tells its layer groups apart, as ONNX files with a timings CSV to fill in on the
+    device (`nas latency-probe`; `nas.engine.latency.probe.latency_probe`)."""
+    from nas.engine.latency.probe import latency_probe as probe
+    return probe(target, count, out, resolution, seed, overrides, runs_dir, progress)
 
 
 def evaluate(run: Run, arch: str | Mapping[str, Any], split: str = "val") -> EvalResult:

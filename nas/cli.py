@@ -195,13 +195,18 @@ def cmd_export(args: argparse.Namespace) -> int:
         _print_json(record.to_json())
     else:
         tuned = record.record.get("finetune")
+        if record.val_top1 is None:      # an imported run without data
+            print(f"exported {record.arch_id} to {record.dir}: MACs {format_amount(record.macs)}, params "
+                  f"{format_amount(record.params)}; {record.record['note']}")
+            return 0
         how = (f" (fine-tuned {tuned['steps']} steps; inherited: val {record.record['inherited']['val_top1']:.4f}, "
                f"test {record.record['inherited']['test_top1']:.4f})" if tuned else " (inherited weights)")
         print(f"exported {_named(run.space, record.arch_id, api.resolve_arch(run.space, args.arch))} to {record.dir}: "
               f"val top-1 {record.val_top1:.4f}, test top-1 {record.test_top1:.4f}{how}, MACs {format_amount(record.macs)}, "
               f"params {format_amount(record.params)}")
-    if (record.record.get("search") or {}).get("note"):
-        print(f"note: {record.record['search']['note']}", file=sys.stderr)
+    for note in ((record.record.get("search") or {}).get("note"), record.record.get("timm")):
+        if note:
+            print(f"note: {note}", file=sys.stderr)
     for warning in (record.record.get("ignores_input"), record.warning):
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
@@ -472,6 +477,55 @@ def cmd_latency_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_latency_probe(args: argparse.Namespace) -> int:
+    from nas import api
+    bar = None
+
+    def report(done: int, total: int) -> None:      # the bar starts once the arguments are checked
+        nonlocal bar
+        if args.quiet:
+            return
+        if bar is None:
+            from tqdm import tqdm
+            bar = tqdm(desc="latency probe", unit="subnet", total=total, file=sys.stderr)
+        bar.n = done
+        bar.refresh()
+
+    try:
+        result = api.latency_probe(args.target, args.count, args.out, args.resolution, args.seed, tuple(args.set),
+                                   args.runs_dir, report)
+    finally:
+        if bar is not None:
+            bar.close()
+    for note in result.notes:
+        print(f"note: {render(note, args.words)}", file=sys.stderr)
+    if args.json:
+        _print_json(result.to_json())
+        return 0
+    at = f" at resolution {result.resolution}" if result.resolution is not None else ""
+    print(f"{len(result.archs)} subnets{at} in {result.dir} ({result.written} written now); their design has rank "
+          f"{result.rank} of the {result.pool_rank} this space allows ({result.free_costs} free costs)")
+    print(f"time each <arch_id>.onnx on the device, write its milliseconds into the latency_ms column of "
+          f"{result.timings}, then: nas latency-fit {shlex.quote(args.target)} {shlex.quote(str(result.timings))} "
+          f"--name DEVICE")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from nas import api
+    result = api.import_run(args.format, args.file, args.name, tuple(args.set), args.runs_dir)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        r = result.record
+        width = f" w{r['width']}" if "width" in r else ""
+        print(f"run: {result.run} ({result.format}{width} as {result.config}, {r['num_classes']} classes; "
+              f"BN statistics as in the file until recalibrated on data.root)")
+        if r.get("note"):
+            print(f"note: {r['note']}")
+    return 0
+
+
 def _registered() -> str:
     from nas.core.registry import (
         DISTILL_LOSSES,
@@ -698,6 +752,35 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--json", action="store_true", help="print the path and the fit report as JSON on stdout")
     _add_runs_dir(fit)
     fit.set_defaults(func=cmd_latency_fit)
+
+    probe = commands.add_parser("latency-probe", help="write N subnets to time on a target device, chosen so that "
+                                "latency-fit tells the space's layer groups apart")
+    probe.add_argument("target", metavar="CONFIG_OR_RUN", help="the space's config (name or YAML) or a run")
+    probe.add_argument("count", metavar="N", type=int, help="how many subnets (latency-fit needs one more than the "
+                       "space's free costs, which the output states, or 3 with prior tables)")
+    probe.add_argument("--out", required=True, metavar="DIR",
+                       help="folder for <arch_id>.onnx, <arch_id>.yaml and timings.csv (a rerun resumes it)")
+    probe.add_argument("--resolution", type=int, help="the input resolution the device will run (default: the "
+                       "space's largest)")
+    probe.add_argument("--seed", type=int, default=0, help="seed of the pool the subnets are chosen from (default 0)")
+    probe.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                       help="override config keys (with a config)")
+    probe.add_argument("--quiet", action="store_true", help="no progress bar")
+    probe.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    _add_runs_dir(probe)
+    probe.set_defaults(func=cmd_latency_probe)
+
+    imported = commands.add_parser("import", help="a run from another engine's published supernet (ofa: "
+                                   "Once-for-All's MobileNetV3 w1.0/w1.2; alphanet: AlphaNet's), read by every verb "
+                                   "like a trained run")
+    imported.add_argument("format", metavar="FORMAT", help="the file's engine: ofa or alphanet")
+    imported.add_argument("file", metavar="FILE", help="the published checkpoint (e.g. ofa_mbv3_d234_e346_k357_w1.0)")
+    imported.add_argument("--name", required=True, help="the new run's name under --runs-dir")
+    imported.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                          help="override keys of the format's config, as for nas train (e.g. data.root=DIR)")
+    imported.add_argument("--json", action="store_true", help="print the run folder and the import record as JSON")
+    _add_runs_dir(imported)
+    imported.set_defaults(func=cmd_import)
     return parser
 
 

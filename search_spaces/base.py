@@ -25,7 +25,7 @@ from torch import nn
 
 from nas.core.arch import Arch, Value
 from nas.core.errors import ArchError
-from nas.core.preprocessing import resize
+from nas.core.preprocessing import INTERPOLATION, resize
 from nas.core.registry import did_you_mean
 from search_spaces.ops.source import WeightSource, set_source
 
@@ -75,6 +75,7 @@ class ArchSpace(abc.ABC):
     """Named categorical choices; each list is ordered from cheapest to most expensive."""
 
     name = "space"
+    interpolation = INTERPOLATION     # how inputs of another size are resized to the arch's resolution
 
     def __init__(self, choices: Mapping[str, Sequence[Value]], gates: Mapping[str, Gate] | None = None):
         self._choices = {key: tuple(values) for key, values in choices.items()}
@@ -349,8 +350,9 @@ class ArchSpace(abc.ABC):
 class Supernet(nn.Module, abc.ABC):
     """A weight-sharing network: `set_active(arch)` then `forward(x)` runs that subnet.
 
-    Inputs of another resolution than the active arch's are resized bilinearly (no
-    antialiasing), exactly as an export's recorded preprocessing does.
+    Inputs of another resolution than the active arch's are resized as the space's
+    `interpolation` says (bilinear unless the space sets another; no antialiasing), exactly as
+    an export's recorded preprocessing does.
     """
 
     def __init__(self, space: ArchSpace):
@@ -419,7 +421,7 @@ class Supernet(nn.Module, abc.ABC):
         """Point every elastic op at its slice for the canonical `arch`."""
 
     def resize_input(self, x: torch.Tensor) -> torch.Tensor:
-        return resize(x, self.space.input_size(self.active_arch))
+        return resize(x, self.space.input_size(self.active_arch), self.space.interpolation)
 
     def macs(self, arch: Mapping[str, Any]) -> int:
         """Analytic MACs of `arch`."""
@@ -446,6 +448,11 @@ class Supernet(nn.Module, abc.ABC):
 
     def timm_config(self, arch: Mapping[str, Any]) -> dict | None:
         """The timm model definition that rebuilds `arch`'s export, or None if none maps."""
+        return None
+
+    def timm_unavailable(self) -> str | None:
+        """Why no export of this space maps to a timm model, said in its `metrics.json` (None:
+        some do, or nothing to say)."""
         return None
 
     def mixable_layers(self) -> list[MixableLayer]:

@@ -12,6 +12,9 @@ from tests.support.runs import trained  # noqa: F401  (fixture: a tiny trained r
 
 # A small instance of every registered space, for brute-force and export tests.
 SMALL_OPTIONS = {
+    "attentive_mbv3": dict(resolutions=(20, 25), stem_widths=(8, 16), depths=((1, 2), (1, 2)),
+                           widths=((8, 16), (16, 24)), kernel_sizes=((3,), (3, 5)), expand_ratios=((1,), (4, 6)),
+                           strides=(1, 2), se=(False, True), activations=("swish", "relu"), head_widths=(16, 24)),
     "mobilenetv3": dict(resolutions=(20, 28), depths=((1, 2), (1, 2)), widths=((16,), (16, 24)),
                         kernel_sizes=(3, 5), expand_ratios=(3, 6), strides=(1, 2), se=(False, True),
                         activations=("relu", "hswish"), head_width=32, num_features=64),
@@ -21,7 +24,7 @@ SMALL_OPTIONS = {
                     operations=("none", "skip_connect", "avg_pool_3x3", "conv_1x1", "conv_3x3")),
 }
 # (in_chans, num_classes) each space is tested with.
-TEST_DATA_SHAPE = {"mobilenetv3": (1, 10), "vit": (1, 10), "cell201": (1, 10)}
+TEST_DATA_SHAPE = {"attentive_mbv3": (1, 10), "mobilenetv3": (1, 10), "vit": (1, 10), "cell201": (1, 10)}
 
 
 def make_space(name: str, small: bool = False, **overrides):

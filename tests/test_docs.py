@@ -44,21 +44,25 @@ def fenced(page: Path, languages: tuple[str, ...]) -> list[str]:
     return re.findall(pattern, page.read_text(), flags=re.DOTALL | re.MULTILINE)
 
 
-def command_lines(page: Path) -> list[str]:
-    """The commands of `page`'s shell blocks: continuation lines joined, comments cut."""
+def block_commands(block: str) -> list[str]:
+    """The commands of one shell block: continuation lines joined, comments cut."""
     commands = []
-    for block in fenced(page, ("sh", "bash")):
-        for line in block.replace("\\\n", " ").splitlines():
-            command = line.split(" #", 1)[0].strip()
-            if command and not command.startswith("#"):
-                commands.append(command)
+    for line in block.replace("\\\n", " ").splitlines():
+        command = line.split(" #", 1)[0].strip()
+        if command and not command.startswith("#"):
+            commands.append(command)
     return commands
+
+
+def command_lines(page: Path) -> list[str]:
+    """The commands of `page`'s shell blocks."""
+    return [command for block in fenced(page, ("sh", "bash")) for command in block_commands(block)]
 
 
 def nas_arguments(command: str) -> list[str] | None:
     """The arguments after `nas` (or `-m nas`, under torchrun) of a command line, optional parts
     shown in brackets left out; None for a command that is not `nas`."""
-    words = shlex.split(re.sub(r"\[[^\]]*\]", " ", command))
+    words = shlex.split(re.sub(r"(?<![=\w])\[[^\]]*\]", " ", command))     # not a value: key=[224]
     while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):       # OMP_NUM_THREADS=1 ...
         words = words[1:]
     if words[:1] == ["nas"]:
@@ -202,3 +206,44 @@ def test_a_page_opens_with_the_commands_a_user_types(page):
 def test_prose_blocks_counts_paragraphs_and_list_items():
     text = "# T\n\none\ntwo\n\n- a\n  b\n- c\n```sh\nx\ny\n```\n| t |\n"
     assert prose_blocks(text) == [(3, 2), (6, 2), (8, 1)]
+
+
+PUBLISHED = ROOT / "docs" / "published-supernets.md"
+PUBLISHED_PATH = ["import", "eval", "latency-probe", "latency-fit", "search", "export"]
+
+
+def _flag(words: list[str], flag: str) -> str:
+    return words[words.index(flag) + 1]
+
+
+def test_the_published_supernet_path_chains_each_command_to_the_files_of_the_one_before():
+    path_block = fenced(PUBLISHED, ("sh",))[0]      # the page's path; later sections (AlphaNet's) have their own
+    commands = [nas_arguments(c) for c in block_commands(path_block)]
+    path = [words for words in commands if words and words[0] in PUBLISHED_PATH]
+    verbs = [words[0] for words in path]
+    assert [v for i, v in enumerate(verbs) if v not in verbs[:i]] == PUBLISHED_PATH, verbs
+    by_verb = {words[0]: words for words in path}
+    imported = by_verb["import"]
+    run = _flag(imported, "--name")
+    assert all(words[1] == run for words in path if words[0] != "import"), "every step reads the imported run"
+    resolution = next(w.split("=", 1)[1] for w in imported if w.startswith("space.options.resolutions="))
+    probe = by_verb["latency-probe"]
+    assert f"[{_flag(probe, '--resolution')}]" == resolution, "the probe's resolution is the run's one resolution"
+    fit = by_verb["latency-fit"]
+    assert fit[2] == f"{_flag(probe, '--out')}/timings.csv", "latency-fit reads the probe's CSV"
+    search = by_verb["search"]
+    assert _flag(search, "--latency-table") == _flag(fit, "--out"), "the search reads the fitted table"
+    assert _flag(by_verb["export"], "--arch") == f"{_flag(search, '--out')}/best.yaml", "export ships the answer"
+
+
+def test_the_published_supernets_come_from_where_the_page_says():
+    spec = importlib.util.find_spec("ofa")
+    if spec is None:
+        pytest.skip("the ofa package (a test dependency) is not installed")
+    # read, not imported: the model zoo imports gdown, which only its downloads need
+    source = (Path(spec.origin).parent / "model_zoo.py").read_text().split("def ofa_net(")[1].split("\ndef ")[0]
+    page = PUBLISHED.read_text()
+    base = re.search(r'url_base = "([^"]+)"', source).group(1)
+    assert f"`{base}NAME`" in page
+    for name in ("ofa_mbv3_d234_e346_k357_w1.0", "ofa_mbv3_d234_e346_k357_w1.2"):
+        assert f'"{name}"' in source and f"`{name}`" in page

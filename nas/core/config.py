@@ -119,6 +119,7 @@ class DataConfig:
     train_size: int | None = None  # None: every training image left after the validation split
     split_seed: int = 0
     image_size: int | None = None  # imagefolder only: images are resized and centre-cropped to it
+    num_classes: int | None = None  # imagefolder only: the classifier's classes (null: counted from train/)
     in_memory: bool | Literal["auto"] = "auto"   # auto: streams imagefolder and per-image transforms
     workers: int = 4             # DataLoader worker processes of the streaming path (0: in-process; at most one per CPU)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
@@ -137,6 +138,9 @@ class DataConfig:
             problems.append(f"train_size: must be >= 1 or null, got {self.train_size}")
         if self.name == "imagefolder" and self.image_size is None:
             problems.append("image_size: required for imagefolder data")
+        if self.num_classes is not None and (self.name != "imagefolder" or self.num_classes < 1):
+            problems.append(f"num_classes: must be >= 1, for imagefolder data only (got {self.num_classes} "
+                            f"for {self.name})")
         if self.workers < 0:
             problems.append(f"workers: must be >= 0, got {self.workers}")
         if self.in_memory is True and self.augment.per_image:

@@ -19,7 +19,7 @@ from torch import nn
 from nas.core.arch import Arch, arch_id
 from nas.core.config import EvalConfig
 from nas.core.errors import NasError
-from nas.core.preprocessing import normalize, resize
+from nas.core.preprocessing import INTERPOLATION, normalize, resize
 from nas.engine.bn import recalibrate_bn
 from nas.engine.data.datasets import ImageSplits
 from nas.engine.data.sources import DataSource, as_source
@@ -127,10 +127,10 @@ class Evaluator:
 
 
 def static_accuracy(model: nn.Module, splits: ImageSplits, split: str, resolution: int,
-                    batch_size: int = 256) -> Accuracy:
+                    batch_size: int = 256, interpolation: str = INTERPOLATION) -> Accuracy:
     """Accuracy of an exported static model, preprocessing as its metrics.json says."""
     images, labels = splits.split(split)
-    batches = ((resize(images[i:i + batch_size].float() / 255.0, resolution), labels[i:i + batch_size])
+    batches = ((resize(images[i:i + batch_size].float() / 255.0, resolution, interpolation), labels[i:i + batch_size])
                for i in range(0, len(labels), batch_size))
     return accuracy(model, batches, prepare=lambda x: normalize(x, splits.mean, splits.std))
 

@@ -8,6 +8,7 @@ search worker, which unpickles its callbacks by module name) has to import the o
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,7 +18,7 @@ from torch import nn
 
 from nas.core.arch import Arch, read_arch_file
 from nas.core.config import RunConfig, load_config
-from nas.core.errors import ArchError, CheckpointError, clip
+from nas.core.errors import ArchError, CheckpointError, DataError, clip
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
 from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail
 from nas.engine.data.build import build_source
@@ -31,10 +32,14 @@ from supernets.base import Strategy, restore_strategy, seeded_supernet
 
 
 def build_space(config: RunConfig) -> ArchSpace:
-    """The architecture space a config describes (channels and classes from its dataset)."""
+    """The architecture space a config describes (channels and classes from its dataset, or
+    `data.num_classes` without reading the data)."""
     load_plugins()
     entry = SPACES.get(config.space.name)
-    in_chans, num_classes, _ = dataset_info(config.data.name, config.data.root, config.data.image_size)
+    if config.data.num_classes is not None:
+        in_chans, num_classes = 3, config.data.num_classes
+    else:
+        in_chans, num_classes, _ = dataset_info(config.data.name, config.data.root, config.data.image_size)
     return entry.obj(config.space.options, in_chans, num_classes)
 
 
@@ -57,8 +62,14 @@ def load_splits(config: RunConfig) -> ImageSplits:
 
 
 def load_source(config: RunConfig, device: torch.device | None = None) -> DataSource:
-    """The batches of a config: in memory or streamed (`data.in_memory`); pinned for CUDA."""
-    return build_source(config.data, pin_memory=device is not None and device.type == "cuda")
+    """The batches of a config: in memory or streamed (`data.in_memory`); pinned for CUDA.
+    Data with more classes than `data.num_classes` (the classifier's) is refused."""
+    source = build_source(config.data, pin_memory=device is not None and device.type == "cuda")
+    classes = config.data.num_classes
+    if classes is not None and source.num_classes > classes:
+        raise DataError(f"data.num_classes: the classifier has {classes} classes but data.root "
+                        f"{config.data.root} holds {source.num_classes}")
+    return source
 
 
 @dataclass
@@ -78,6 +89,18 @@ class Run:
     @property
     def space(self) -> ArchSpace:
         return self.strategy.space
+
+    @property
+    def imported(self) -> dict[str, Any] | None:
+        """The record of a run made by `nas import` (`imported.json`), None for a trained run."""
+        path = self.dir.imported
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    @property
+    def has_data(self) -> bool:
+        """Whether the run's config names its data: an imported ImageFolder run may have none
+        (`data.root` unset), and then exports without recalibrating or evaluating."""
+        return not (self.config.data.name == "imagefolder" and self.config.data.root is None)
 
     def subnet(self, arch: Mapping[str, Any]) -> Supernet:
         """The trained supernet that computes `arch`, with `arch` active."""

@@ -4,6 +4,7 @@ the checks `nas train` makes before it creates or continues one (name, resume po
     runs/<name>/config.yaml        resolved config (authoritative on --resume)
     runs/<name>/environment.json   versions, git commit, CPU/GPU, threads, ranks, start time
                                    (and `earlier_starts`, each a resumed run's earlier record)
+    runs/<name>/imported.json      a run made by `nas import`: the file, format and width read
     runs/<name>/checkpoints/       last.pt, best.pt (atomic)
     runs/<name>/metrics.jsonl      validation accuracy of the monitored archs per epoch
     runs/<name>/tb/                TensorBoard events
@@ -78,6 +79,11 @@ class RunDir:
     @property
     def environment(self) -> Path:
         return self.root / "environment.json"
+
+    @property
+    def imported(self) -> Path:
+        """Where the weights came from, in a run made by `nas import` (absent in a trained run)."""
+        return self.root / "imported.json"
 
     def search(self, ident: str) -> Path:
         return self.root / "search" / ident

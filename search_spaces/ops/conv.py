@@ -1,4 +1,5 @@
-"""Elastic convolutions: output/input channels by prefix slicing, kernel size by centre crop."""
+"""Elastic convolutions: output/input channels by prefix slicing, kernel size by centre crop
+(or, for depthwise convs, by Once-for-All's learned kernel transformation)."""
 from __future__ import annotations
 
 import math
@@ -103,19 +104,35 @@ class ElasticConv2d(nn.Module):
 
 
 class ElasticDepthwiseConv2d(nn.Module):
-    """Depthwise convolution with elastic channels (prefix) and kernel size (centre crop)."""
+    """Depthwise convolution with elastic channels (prefix) and kernel size.
 
-    def __init__(self, max_channels: int, max_kernel: int, stride: int = 1):
+    A smaller kernel is the centre crop of the largest one. With `kernel_transform`
+    (Once-for-All's kernel transformation) it is a learned map of it instead: each step down
+    the sorted `kernel_sizes` (7 -> 5 -> 3) takes the centre crop of the previous kernel and
+    multiplies every channel's flattened k*k taps by a k^2 x k^2 matrix (`transforms["7to5"]`,
+    `transforms["5to3"]`), identity at initialisation, trained and shared by every subnet; the
+    active kernel is then restricted to `kernel_sizes`. `to_static` bakes the map in.
+    """
+
+    def __init__(self, max_channels: int, max_kernel: int, stride: int = 1,
+                 kernel_sizes: tuple[int, ...] | None = None, kernel_transform: bool = False):
         super().__init__()
         self.max_channels, self.max_kernel, self.stride = max_channels, max_kernel, stride
+        self.kernel_sizes = tuple(sorted(set(kernel_sizes or (max_kernel,))))
+        if self.kernel_sizes[-1] != max_kernel:
+            raise ValueError(f"kernel sizes {list(self.kernel_sizes)} must end at the largest kernel {max_kernel}")
         shape = (max_channels, 1, max_kernel, max_kernel)
         self.weight = SharedTensor(_fan_out_normal(shape, groups=max_channels))
+        self.transforms = nn.ParameterDict({
+            f"{big}to{small}": nn.Parameter(torch.eye(small * small))
+            for small, big in zip(self.kernel_sizes, self.kernel_sizes[1:])}) if kernel_transform else None
         self.configure(max_channels, max_kernel)
 
     def configure(self, channels: int, kernel_size: int) -> None:
         """Set the active shape."""
         if not (0 < channels <= self.max_channels and 0 < kernel_size <= self.max_kernel
-                and kernel_size % 2 == 1):
+                and kernel_size % 2 == 1
+                and (self.transforms is None or kernel_size in self.kernel_sizes)):
             raise ValueError(f"depthwise shape ({channels}, k{kernel_size}) outside "
                              f"({self.max_channels}, k{self.max_kernel})")
         self.channels, self.kernel_size = channels, kernel_size
@@ -124,8 +141,15 @@ class ElasticDepthwiseConv2d(nn.Module):
         weight = self.weight.full()
         if self.channels != self.max_channels:
             weight = weight[: self.channels]
-        if self.kernel_size != self.max_kernel:
-            weight = _centre_crop(weight, self.kernel_size)
+        if self.kernel_size == self.max_kernel:
+            return weight
+        if self.transforms is None:
+            return _centre_crop(weight, self.kernel_size)
+        for big, small in zip(self.kernel_sizes[::-1], self.kernel_sizes[-2::-1]):
+            if small < self.kernel_size:
+                break
+            taps = _centre_crop(weight, small).reshape(self.channels, small * small)
+            weight = F.linear(taps, self.transforms[f"{big}to{small}"]).view(self.channels, 1, small, small)
         return weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

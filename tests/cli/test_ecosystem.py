@@ -97,10 +97,10 @@ def test_timm_resolve_data_config_gives_the_export_preprocessing(exported_min):
 def test_onnx_export_without_its_packages_is_one_line_naming_them(trained, capsys, tmp_path, monkeypatch):
     import importlib.util
 
-    from nas.engine import export as exporter
+    from nas.engine import onnx_file
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(exporter.importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript"
+    monkeypatch.setattr(onnx_file.importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript"
                         else real(name, *a))      # as on a machine without the onnx extra's onnxscript
     runs, _ = trained
     code = cli.main(["export", "tiny", "--runs-dir", str(runs), "--arch", "min", "--format", "onnx",

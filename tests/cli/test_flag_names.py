@@ -146,6 +146,7 @@ def test_every_api_parameter_has_a_flag_of_its_command():
 # first line`.
 COMMAND_LINES_KEPT = {
     "nas/engine/run_dir.py": "# nas train ",                  # config.yaml's first line: how to resume in a shell
+    "nas/engine/importing/__init__.py": "# nas import ",      # an imported run's config.yaml's first line
     "nas/engine/export/shipped.py": "(nas export RUN --arch ",  # the warning kept in the export's metrics.json
     "nas/engine/fidelity/report.py": "(nas search --score calibrated)",  # the fidelity report
     "nas/engine/searching/summary.py": "no finalists stage",           # the search summary

@@ -33,7 +33,8 @@ def tiny_overrides(name: str, tmp_path, monkeypatch) -> list[str]:
         overrides += [f"data.root={tmp_path}", "data.val_size=4", "data.train_size=null"]
     elif data.name == "imagefolder":
         write_png_tree(tmp_path / "tree", train_per_class=8, val_per_class=2)
-        overrides += [f"data.root={tmp_path / 'tree'}", "data.val_size=6", "data.train_size=null"]
+        overrides += [f"data.root={tmp_path / 'tree'}", "data.val_size=6", "data.train_size=null",
+                      "data.num_classes=null"]     # the tree's classes, not ImageNet's
     else:
         write_fashion_subset(tmp_path, n_train=64, n_test=32)
         overrides += [f"data.root={tmp_path}", "data.val_size=16", "data.train_size=null"]

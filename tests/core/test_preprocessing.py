@@ -49,3 +49,17 @@ def test_normalize_puts_mean_and_std_on_the_inputs_device():
     x = torch.zeros(2, 3, 4, 4, device="meta")      # stands for an accelerator: a CPU mean would not mix
     out = normalize(x, (0.5, 0.5, 0.5), (0.2, 0.2, 0.2))
     assert out.device == x.device and out.shape == x.shape
+
+
+def test_bicubic_doubling_uses_cubic_weights_over_four_neighbours():
+    # PyTorch's bicubic (Keys, a = -0.75) at output column 1 of a doubling samples source 0.25:
+    # weights of columns -1 (clamped to 0), 0, 1, 2 are w(1.25), w(0.25), w(0.75), w(1.75)
+    def w(t: float) -> float:
+        a = -0.75
+        return ((a + 2) * t - (a + 3)) * t * t + 1 if t <= 1 else ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+
+    row = torch.tensor([1.0, 2.0, 5.0, 3.0])
+    x = row.expand(1, 1, 4, 4)
+    expected = w(1.25) * 1.0 + w(0.25) * 1.0 + w(0.75) * 2.0 + w(1.75) * 5.0
+    assert abs(resize(x, 8, "bicubic")[0, 0, 0, 1].item() - expected) < 1e-5
+    assert preprocessing_metadata(8, [0.5], [0.5], "bicubic")["interpolation"] == "bicubic"

@@ -9,14 +9,14 @@ directory, which then replaces it in one rename: an interrupted export leaves th
 export (or nothing) in place, never a mix. An existing output directory is replaced only if
 it holds nothing but export files.
 `export_subnet` (what `nas.export_subnet` is) exports a trained run's subnet after recalibrating
-its BN statistics and evaluating it.
+its BN statistics and evaluating it (an imported run without data: as imported, unevaluated,
+`without_data.py`).
 
 The static model is checked against the supernet on the supernet's device (in exact float32:
 no TF32 on CUDA), then saved from the CPU, so the files load on any machine.
 """
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 from dataclasses import dataclass
@@ -32,9 +32,10 @@ from nas.core.errors import NasError, PathError
 from nas.core.locks import folder_lock
 from nas.core.files import atomic_dir, atomic_file, check_writable, write_json
 from nas.core.preprocessing import preprocessing_metadata
-from nas.engine.counting import parameter_count
+from nas.engine.counting import counted_flops, parameter_count
 from nas.engine.devices import exact_float32, module_device
 from nas.engine.json_result import JsonResult
+from nas.engine.onnx_file import MAX_BATCH, missing_onnx_packages, save_checked_onnx
 from nas.core.config import FinetuneConfig
 from nas.engine.export.shipped import below_cheaper, cheaper_subnets, measured_by_search, search_folder, write_shipped
 from nas.engine.export.shipped_record import foreign_export, other_weights, search_source
@@ -42,7 +43,6 @@ from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run import Run, resolve_arch
 from search_spaces.base import Supernet
 
-MAX_BATCH = 1 << 16
 EXPORT_FILES = ("model.pt2", "weights.safetensors", "arch.yaml", "metrics.json", "timm.json", "model.onnx")
 
 
@@ -83,8 +83,6 @@ def same_file_system(a: Path, b: Path) -> bool:
 # which sum in other orders: allow float32 rounding relative to the size of the outputs.
 DEVICE_TOLERANCE = 1e-4
 FORMATS = ("pt2", "onnx")
-# What `model.onnx` needs: torch's ONNX exporter imports onnx and onnxscript.
-ONNX_PACKAGES = ("onnx", "onnxscript")
 
 
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
@@ -98,37 +96,10 @@ def check_format(export_format: str) -> None:
     if export_format not in FORMATS:
         raise NasError(f"export_format: unknown format '{export_format}'; choose one of {', '.join(FORMATS)}")
     if export_format == "onnx":
-        missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
+        missing = missing_onnx_packages()
         if missing:
             raise NasError(f"export_format onnx: needs {' and '.join(missing)}, not installed; install the onnx extra: "
                            "pip install -e '.[onnx]' (in a checkout of nas)")
-
-
-def save_onnx(static: nn.Module, example: torch.Tensor, path: Path) -> float | None:
-    """Write `model.onnx` (dynamic batch) through a temporary file; returns the largest |difference|
-    between onnxruntime and `static` on `example`, or None without onnxruntime."""
-    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
-    program = torch.onnx.export(static.eval(), (example,), dynamo=True, dynamic_shapes={"x": {0: batch}},
-                                external_data=False)
-    with atomic_file(path, "wb") as f:
-        f.write(program.model_proto.SerializeToString())
-    if importlib.util.find_spec("onnxruntime") is None:
-        return None
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    (output,) = session.run(None, {session.get_inputs()[0].name: example.numpy()})
-    with torch.no_grad():
-        return (torch.from_numpy(output) - static(example)).abs().max().item()
-
-
-def _save_checked_onnx(static: nn.Module, example: torch.Tensor, path: Path, tolerance: float) -> float | None:
-    difference = save_onnx(static, example, path)
-    with torch.no_grad():   # onnxruntime's kernels sum in other orders too
-        onnx_tolerance = max(tolerance, DEVICE_TOLERANCE * max(1.0, static(example).abs().max().item()))
-    if difference is not None and not difference <= onnx_tolerance:
-        raise RuntimeError(f"model.onnx differs from the export by {difference:.3g} (> {onnx_tolerance:.3g})")
-    return difference
 
 
 def timm_pretrained_cfg(preprocessing: Mapping[str, Any], in_chans: int, num_classes: int) -> dict[str, Any]:
@@ -207,6 +178,12 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
         raise RuntimeError(f"export differs from {against} by {difference:.3g} (> {tolerance:.3g}) on {device}")
     static = static.cpu()
     macs = space.macs(arch)
+    classes = space.num_classes
+    if model is not None:       # a fine-tune may have replaced the head (data with other classes)
+        with torch.no_grad():
+            classes = int(static(example[:1]).shape[-1])
+        if classes != space.num_classes:
+            macs = counted_flops(static, example[:1]) // 2
     record = {"arch_id": arch_id(arch), "macs": macs, "flops": 2 * macs, "params": parameter_count(static),
               "max_abs_difference": difference, "checked_on": str(device),
               "checked_against": "supernet" if model is None else "finetuned model", **dict(metrics or {}),
@@ -223,11 +200,15 @@ def save_export(supernet: Supernet, arch: Mapping[str, Any], out_dir: str | Path
         write_arch_file(arch, tmp / "arch.yaml")
         timm_config = supernet.timm_config(arch)
         if timm_config is not None:
+            timm_config["kwargs"]["num_classes"] = classes
             if preprocessing is not None:
-                timm_config["pretrained_cfg"] = timm_pretrained_cfg(preprocessing, space.in_chans, space.num_classes)
+                timm_config["pretrained_cfg"] = timm_pretrained_cfg(preprocessing, space.in_chans, classes)
             write_json(tmp / "timm.json", timm_config)
+        elif supernet.timm_unavailable() is not None:
+            record["timm"] = supernet.timm_unavailable()
         if export_format == "onnx":     # a failed check leaves the previous export in place
-            record["onnx_max_abs_difference"] = _save_checked_onnx(static, example, tmp / "model.onnx", tolerance)
+            record["onnx_max_abs_difference"] = save_checked_onnx(static, example, tmp / "model.onnx", tolerance,
+                                                                  DEVICE_TOLERANCE)
         write_json(tmp / "metrics.json", record)
     return record
 
@@ -244,8 +225,8 @@ class ExportResult(JsonResult):
     macs: int
     flops: int
     params: int
-    val_top1: float
-    test_top1: float
+    val_top1: float | None     # None: an imported run exported without data
+    test_top1: float | None
     dir: Path
     record: dict[str, Any]
 
@@ -286,6 +267,12 @@ def export_lock(out_dir: str | Path) -> Path:
 def _export_subnet(run: Run, arch: dict[str, Any], folder: Path | None, out_dir: Path, export_format: str,
                    finetune: FinetuneConfig | None, progress: bool) -> ExportResult:
     settings = run.config.export.finetune if finetune is None else finetune
+    if run.imported is not None and not run.has_data:
+        from nas.engine.export.without_data import export_without_data
+
+        record = export_without_data(run, arch, out_dir, export_format, settings)
+        return ExportResult(record["arch_id"], record["macs"], record["flops"], record["params"], None, None,
+                            out_dir, record)
     if settings.enabled:        # a length past the ceiling fails before the evaluations
         from nas.engine.export.finetune import finetune_steps, run_length
 
@@ -310,7 +297,8 @@ def _export_subnet(run: Run, arch: dict[str, Any], folder: Path | None, out_dir:
                "finetune": finetuned, "cheaper": cheaper, "warning": warning, "step": run.step,
                "checkpoint": run.checkpoint.name, "run": str(run.dir.root.resolve()),
                "space_fingerprint": run.space.fingerprint(), "search": _search_record(folder, run)}
-    preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std)
+    preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std,
+                                           run.space.interpolation)
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
         record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
                              preprocessing, export_format=export_format, model=model)

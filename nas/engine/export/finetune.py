@@ -162,6 +162,7 @@ def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig,
     recipe = finetune_recipe(run, steps, settings)
     size = run.space.input_size(arch)
     model = run.export_model(arch)
+    head = replace_head(model, run.data.num_classes, settings.seed)
     key = partial_key(run, arch, steps, settings, model)
     partial = partial_path(run, arch, steps, settings, model)
     check_writable(partial.parent, "RUN", need_bytes=PARTIAL_COPIES * 4 * parameter_count(model) + beside_bytes)
@@ -174,7 +175,7 @@ def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig,
     teacher = _teacher(run) if settings.distill else None
     checkpoint = run.config.train.checkpoint
     trained = train_alone(model, recipe, run.data, settings.seed, resolution=size, partial=partial,
-                          save_every_s=checkpoint.every_seconds,
+                          interpolation=run.space.interpolation, save_every_s=checkpoint.every_seconds,
                           save_every_steps=save_every_steps or checkpoint.every_steps, teacher=teacher,
                           progress=f"fine-tune {arch_id(arch)}" if progress else None, lr_param=LR_PARAM)
     model = trained_model(model)
@@ -184,8 +185,25 @@ def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig,
     record = {"steps": steps, "length": str(settings.length), "lr": recipe.train.optimizer.lr, "distill": settings.distill,
               "seed": settings.seed, "seconds": trained.seconds, "resumed_from": trained.resumed_from,
               "run_steps": run_steps, "fraction_of_run": round(steps / run_steps, 4), **trained.variant.to_dict(),
-              "threads": key["threads"], "partial": str(partial) if keep_partial else None}
+              "threads": key["threads"], "partial": str(partial) if keep_partial else None, "head": head}
     return Finetuned(model, val.top1, test.top1, val.top5, test.top5, record)
+
+
+def replace_head(model: nn.Module, classes: int, seed: int) -> dict[str, Any] | None:
+    """Give `model` a fresh classifier (seeded by `seed`) when the data has another number of
+    classes than its head (an imported run's 1000-class head on the user's data); returns what
+    was replaced, or None when the head fits."""
+    old = getattr(model, "classifier", None)
+    outputs = old.out_features if isinstance(old, nn.Linear) else None
+    if outputs == classes:
+        return None
+    if outputs is None:
+        raise ConfigError(f"data.root: the data has {classes} classes but the model's head has others, and this "
+                          f"space's export has no `classifier` layer to replace")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model.classifier = nn.Linear(old.in_features, classes).to(old.weight.device)
+    return {"replaced": True, "classes_before": outputs, "classes": classes}
 
 
 def _differences(other: Path, key: Mapping[str, Any]) -> str:
@@ -216,7 +234,7 @@ def measure(run: Run, model: nn.Module, size: int) -> tuple[Any, Any]:
     """BN recalibration on the evaluator's images, then (val, test) accuracy as the evaluator measures."""
     evaluator = run.evaluator
     with torch.no_grad():
-        recalibrate_bn(model, [resize(x, size) for x in evaluator.calibration_inputs()])
+        recalibrate_bn(model, [resize(x, size, run.space.interpolation) for x in evaluator.calibration_inputs()])
     model.eval()
-    return tuple(accuracy(model, ((resize(x, size), y) for x, y in evaluator.batches(split)))
+    return tuple(accuracy(model, ((resize(x, size, run.space.interpolation), y) for x, y in evaluator.batches(split)))
                  for split in ("val", "test"))

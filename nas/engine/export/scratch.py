@@ -74,7 +74,7 @@ def train_member(run: Run, arch: Mapping[str, Any], out_dir: Path, recipe: Any, 
                "scratch": {**wanted, "seconds": trained.seconds, "resumed_from": trained.resumed_from,
                            **trained.variant.to_dict()},
                "cheaper": [], "warning": None, "step": 0, "run": None}
-    preprocessing = preprocessing_metadata(size, run.data.mean, run.data.std)
+    preprocessing = preprocessing_metadata(size, run.data.mean, run.data.std, run.space.interpolation)
     return save_export(run.strategy.model, arch, out_dir, metrics, preprocessing, export_format=export_format,
                        model=model)
 

@@ -73,6 +73,7 @@ from nas.core.schema import to_plain
 from nas.engine.data.build import build_source
 from nas.engine.data.sources import DataSource
 from nas.core.locks import Claims
+from nas.core.preprocessing import INTERPOLATION
 from nas.core.processes import worker_pool
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
@@ -101,6 +102,7 @@ class Task:
     variant: Variant
     path: Path
     make_model: ModelFactory
+    interpolation: str = INTERPOLATION     # how images are resized to `resolution` (the space's)
 
     def expected(self) -> Expected:
         """What its cache record must say (`nas.engine.fidelity.ground_truth_records`)."""
@@ -168,7 +170,7 @@ class GroundTruth:
     def task(self, arch: Arch, seed: int) -> Task:
         macs, params = self.space.costs(arch)
         return Task(self.config, self.recipe, arch, seed, self.space.input_size(arch), macs, params, self.steps,
-                    self.variant(arch), self.path(arch, seed), self.make_model)
+                    self.variant(arch), self.path(arch, seed), self.make_model, self.space.interpolation)
 
     def collect(self, archs: Sequence[Arch], seeds: int, workers: int,
                 on_arch: Callable[[Arch, list[dict[str, Any]]], None], progress: bool = False) -> int:
@@ -235,7 +237,7 @@ def train_task(task: Task) -> dict[str, Any]:
     model = task.make_model(task.config, task.arch, init_seed(train_seed, task.arch))
     partial = partial_path(task.path)
     result = train_standalone(model, recipe, recipe_source(recipe.data), train_seed, resolution=task.resolution,
-                              partial=partial)
+                              partial=partial, interpolation=task.interpolation)
     record = {"arch_id": arch_id(task.arch), "arch": task.arch, "seed": task.seed, "train_seed": train_seed,
               "macs": task.macs, "params": task.params, **result.to_dict(), "threads": torch.get_num_threads(),
               "torch": torch.__version__}

@@ -29,7 +29,7 @@ from torch import nn
 
 from nas.core.config import GradClipConfig
 from nas.core.errors import CheckpointError, TrainingDiverged, clip_words
-from nas.core.preprocessing import resize
+from nas.core.preprocessing import INTERPOLATION, resize
 from nas.core.rng import derive_seed
 from nas.engine.bn import recalibrate_bn
 from nas.engine.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -103,7 +103,7 @@ def _resume(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimize
 
 def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int, *,
                      resolution: int, partial: Path | None = None,
-                     save_every_s: float | None = None) -> StandaloneResult:
+                     save_every_s: float | None = None, interpolation: str = INTERPOLATION) -> StandaloneResult:
     """Train `model` (in place, from its current weights) with `recipe`, then evaluate it.
 
     Args:
@@ -114,6 +114,7 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
         seed: Seeds the batch order, the augmentation, the calibration images and any other
             randomness of training (the global torch RNG is restored afterwards).
         resolution: The input side the model expects.
+        interpolation: How images are resized to it (the space's `interpolation`).
         partial: Where the training's state (weights, optimiser, RNG, step) is saved atomically
             every `save_every_s` seconds (default `PARTIAL_EVERY_S`) and resumed from: a killed
             training continues where it was saved, with the same result as an uninterrupted one.
@@ -123,8 +124,9 @@ def train_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataS
         TrainingDiverged: a non-finite loss.
     """
     data = as_source(data, recipe.data)
-    done = train_alone(model, recipe, data, seed, resolution=resolution, partial=partial, save_every_s=save_every_s)
-    result = evaluate_standalone(model, recipe, data, seed, resolution)
+    done = train_alone(model, recipe, data, seed, resolution=resolution, partial=partial, save_every_s=save_every_s,
+                       interpolation=interpolation)
+    result = evaluate_standalone(model, recipe, data, seed, resolution, interpolation)
     return StandaloneResult(result.top1, result.top5, done.steps, done.seconds, done.variant)
 
 
@@ -142,7 +144,8 @@ class Trained:
 def train_alone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int, *, resolution: int,
                 partial: Path | None = None, save_every_s: float | None = None, save_every_steps: int | None = None,
                 teacher: Callable[[torch.Tensor], torch.Tensor] | None = None, distill_weight: float = 0.5,
-                progress: str | None = None, lr_param: str = "train.optimizer.lr in the recipe") -> Trained:
+                progress: str | None = None, lr_param: str = "train.optimizer.lr in the recipe",
+                interpolation: str = INTERPOLATION) -> Trained:
     """The training loop of `train_standalone`, without the evaluation (see there).
 
     `teacher` (a function of the same inputs, e.g. a larger model in eval mode) adds in-place
@@ -168,7 +171,7 @@ def train_alone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource
         bar = progress_bar(progress, total, start)
         for step, (images, labels) in enumerate(_batches(recipe, data, seed, total, start), start):
             scheduler.step_update(step)
-            images = resize(images, resolution).contiguous(memory_format=variant.memory_format)
+            images = resize(images, resolution, interpolation).contiguous(memory_format=variant.memory_format)
             loss = train_step(forward, model, optimizer, recipe, images, labels,
                               None if teacher is None else _soft_targets(teacher, images), distill_weight)
             if not torch.isfinite(loss):
@@ -233,15 +236,16 @@ def train_step(forward: Callable[[torch.Tensor], torch.Tensor], model: nn.Module
 
 
 def evaluate_standalone(model: nn.Module, recipe: Recipe, data: ImageSplits | DataSource, seed: int,
-                        resolution: int) -> Accuracy:
+                        resolution: int, interpolation: str = INTERPOLATION) -> Accuracy:
     """BN recalibration on seeded training images, then test top-1/top-5 with the export's
     preprocessing (in-memory data exactly; streamed data normalised first, then resized)."""
     e = recipe.eval
     data = as_source(data, recipe.data)
-    calibration = [resize(x, resolution) for x, _ in
+    calibration = [resize(x, resolution, interpolation) for x, _ in
                    data.calibration_batches(e.bn_recal_batches, e.bn_recal_batch_size, seed)]
     recalibrate_bn(model, calibration)
     model.eval()
     if isinstance(data, InMemorySource):
-        return static_accuracy(model, data.splits, "test", resolution, e.batch_size)
-    return accuracy(model, ((resize(x, resolution), y) for x, y in data.eval_batches("test", e.batch_size)))
+        return static_accuracy(model, data.splits, "test", resolution, e.batch_size, interpolation)
+    return accuracy(model, ((resize(x, resolution, interpolation), y)
+                            for x, y in data.eval_batches("test", e.batch_size)))

@@ -42,7 +42,8 @@ from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, RunError, SearchError, check_int
 from nas.core.files import check_writable
 from nas.core.ranks import average_ranks
-from nas.engine.run_dir import DEFAULT_RUNS_DIR
+from nas.core.config import RunConfig
+from nas.engine.run_dir import DEFAULT_RUNS_DIR, RunDir
 from nas.engine.latency.measure import DeviceRecord
 from nas.engine.latency.table import LatencyTable, table_archs
 from nas.engine.latency.timings import DEFAULT_COLUMN, Timings, read_timings, split_spec
@@ -314,24 +315,14 @@ def dead_edge_archs(timings: Timings) -> int:
     return sum(dict(raw) != canonical for raw, canonical in zip(timings.raw, timings.archs))
 
 
-def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_COLUMN, priors: Sequence[str] = (),
-                name: str | None = None, batch: int = 1, out: str | Path | None = None,
-                overrides: Sequence[str] = (), runs_dir: str | Path = DEFAULT_RUNS_DIR) -> tuple[Path, FitReport]:
-    """Fit the latency table of `target`'s space (a run, or a config with `overrides`) to the
-    timings of `column` in the CSV `timings` (`nas latency-fit`) and write it.
-
-    `priors`: other devices' tables of the space (`.json`) or timings (`CSV[:COLUMN]`).
-    `name`: the target device's name in the table (default: the column's), a plain name
-    (`nas.engine.run_dir.check_name`: it names the file). `out` defaults to
-    `RUN/latency/fit-<name>-b<batch>.json` (required for a config). Returns the file and the report.
-    """
+def config_or_run(target: str | Path, overrides: Sequence[str] = (),
+                  runs_dir: str | Path = DEFAULT_RUNS_DIR) -> tuple[RunDir | None, RunConfig]:
+    """What `CONFIG_OR_RUN` names: (None, the config with `overrides`) for a shipped config or a
+    YAML file, else (the run's folder, its saved config); `ConfigError` for neither, or for
+    overrides given with a run."""
     from nas.core.config import load_config, resolve_config_path
-    from nas.engine.run import build_space
-    from nas.engine.run_dir import check_name, find_run
+    from nas.engine.run_dir import find_run
 
-    check_int("batch", batch, 1)
-    if name is not None:
-        check_name(name, "name")
     run_dir = None
     try:
         resolve_config_path(target)
@@ -343,7 +334,28 @@ def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_C
                               f"{runs_dir}) of that name") from None
     if run_dir is not None and overrides:
         raise ConfigError("set: overrides apply to a config, not to a trained run")
-    config = load_config(run_dir.config if run_dir is not None else target, () if run_dir is not None else overrides)
+    return run_dir, load_config(run_dir.config if run_dir is not None else target,
+                                () if run_dir is not None else overrides)
+
+
+def latency_fit(target: str | Path, timings: str | Path, column: str = DEFAULT_COLUMN, priors: Sequence[str] = (),
+                name: str | None = None, batch: int = 1, out: str | Path | None = None,
+                overrides: Sequence[str] = (), runs_dir: str | Path = DEFAULT_RUNS_DIR) -> tuple[Path, FitReport]:
+    """Fit the latency table of `target`'s space (a run, or a config with `overrides`) to the
+    timings of `column` in the CSV `timings` (`nas latency-fit`) and write it.
+
+    `priors`: other devices' tables of the space (`.json`) or timings (`CSV[:COLUMN]`).
+    `name`: the target device's name in the table (default: the column's), a plain name
+    (`nas.engine.run_dir.check_name`: it names the file). `out` defaults to
+    `RUN/latency/fit-<name>-b<batch>.json` (required for a config). Returns the file and the report.
+    """
+    from nas.engine.run import build_space
+    from nas.engine.run_dir import check_name
+
+    check_int("batch", batch, 1)
+    if name is not None:
+        check_name(name, "name")
+    run_dir, config = config_or_run(target, overrides, runs_dir)
     space = build_space(config)
     device = name or column
     if out is None:

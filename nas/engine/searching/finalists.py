@@ -88,7 +88,7 @@ def finetune_top1(run: Any, arch: Arch, settings: Finetune) -> dict[str, float |
                 group["lr"] = settings.lr * 0.5 * (1 + math.cos(math.pi * step / settings.steps))
             optimizer.zero_grad(set_to_none=True)
             with bf16_autocast(bf16, images.device.type):
-                logits = model(resize(images, size).contiguous(memory_format=memory_format))
+                logits = model(resize(images, size, run.space.interpolation).contiguous(memory_format=memory_format))
             loss = F.cross_entropy(logits.float(), labels, label_smoothing=LABEL_SMOOTHING)
             if not torch.isfinite(loss):
                 raise SearchError(f"finalists: non-finite loss fine-tuning a finalist at step {step}")
@@ -97,9 +97,9 @@ def finetune_top1(run: Any, arch: Arch, settings: Finetune) -> dict[str, float |
             optimizer.step()
     evaluator = run.evaluator
     with torch.no_grad():
-        recalibrate_bn(model, [resize(x, size) for x in evaluator.calibration_inputs()])
+        recalibrate_bn(model, [resize(x, size, run.space.interpolation) for x in evaluator.calibration_inputs()])
     model.eval()
-    result = accuracy(model, ((resize(x, size), y) for x, y in evaluator.batches("val")))
+    result = accuracy(model, ((resize(x, size, run.space.interpolation), y) for x, y in evaluator.batches("val")))
     return {"finalist_top1": result.top1, "finalist_top5": result.top5,
             "finalist_precision": "bf16" if bf16 else "fp32"}
 
