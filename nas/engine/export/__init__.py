@@ -309,7 +309,8 @@ def _export_subnet(run: Run, arch: dict[str, Any], folder: Path | None, out_dir:
     metrics = {**shipped, "shipped": "finetuned" if finetuned else "inherited", "inherited": inherited,
                "finetune": finetuned, "cheaper": cheaper, "warning": warning, "step": run.step,
                "checkpoint": run.checkpoint.name, "run": str(run.dir.root.resolve()),
-               "space_fingerprint": run.space.fingerprint(), "search": _search_record(folder, run)}
+               "space_fingerprint": run.space.fingerprint(), "weights": run.weights,
+               "search": _search_record(folder, run)}
     preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std)
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
         record = save_export(supernet.to(memory_format=torch.contiguous_format), arch, out_dir, metrics,
@@ -330,7 +331,8 @@ def _search_record(folder: Path | None, run: Run) -> dict[str, Any] | None:
     if folder is None:
         return None
     source = search_source(folder)
-    foreign = foreign_export(source, run.dir.root, run.space.fingerprint())
+    foreign = foreign_export(source, {"run": str(run.dir.root), "space_fingerprint": run.space.fingerprint(),
+                                      "weights": run.weights, "step": run.step})
     if foreign is not None:
         return {"dir": str(folder), "recorded": False,
                 "note": f"not recorded as the shipped model of the search {folder}: {foreign}"}

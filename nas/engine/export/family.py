@@ -7,11 +7,14 @@ same arch by `nas export RUN --arch MEMBER/best.yaml` (and it writes that member
 `shipped.json` too). Then `family_export.json` in the family folder lists what was shipped.
 
 Everything is checked before any training: the folder is a family, the run is the one it was
-searched on (same space fingerprint; same checkpoint step when it was searched on trained
-weights), every member's arch file is there and every export folder can be written. The export
-resumes member by member: a member whose export folder already holds the same arch exported
-from the same run step with the same fine-tune settings is kept, not trained again; a member
-killed inside its fine-tune resumes that fine-tune (`nas.engine.export.finetune`).
+searched on (same space fingerprint; when it was searched on trained weights, the same step and
+the same weights, by their digest: another run or a retrained one is refused, a moved run is
+not), every member's arch file is there and every export folder can be written. A family
+searched on an untrained config (a zero-cost score) measured no weights: any trained run of its
+space exports it. The export resumes member by member: a member whose export folder already
+holds the same arch exported from the same weights with the same fine-tune settings is kept, not
+trained again; a member killed inside its fine-tune resumes that fine-tune
+(`nas.engine.export.finetune`).
 """
 from __future__ import annotations
 
@@ -29,8 +32,10 @@ from nas.core.files import write_json
 from nas.engine.export import check_export_dir, check_format, export_subnet
 from nas.engine.json_result import JsonResult
 from nas.engine.export.shipped import read_shipped, write_shipped
+from nas.engine.export.shipped_record import short_digest
 from nas.engine.run import Run, resolve_arch
 from nas.engine.searching.family import read_family
+from nas.engine.untrained import UNTRAINED
 
 FAMILY_EXPORT = "family_export.json"
 SEARCH_SETTINGS = "search.json"
@@ -93,13 +98,40 @@ def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, An
         return None
     if not isinstance(record, dict) or record.get("arch_id") != member_id or record.get("step") != run.step:
         return None
-    if not isinstance(record.get("run"), str) or Path(record["run"]).resolve() != run.dir.root.resolve():
+    if not same_weights(record, run):
         return None
     tuned = record.get("finetune")
     if not wanted["steps"]:
         return record if tuned is None else None
     same = isinstance(tuned, dict) and all(tuned.get(key) == wanted[key] for key in ("steps", "lr", "distill", "seed"))
     return record if same else None
+
+
+def same_weights(record: Mapping[str, Any], run: Run) -> bool:
+    """Whether an export's metrics (`record`) come from `run`'s weights: by their digest where the
+    record has one (wherever the run lies now), else by the run's folder."""
+    if isinstance(record.get("weights"), str) and run.weights is not None:
+        return record["weights"] == run.weights
+    return isinstance(record.get("run"), str) and Path(record["run"]).resolve() == run.dir.root.resolve()
+
+
+def check_source(run: Run, folder: Path, source: Any) -> None:
+    """Refuse, in one line naming `family`, a run whose weights are not those the family in
+    `folder` was searched on (`source`: family.json's): another step, or other weights at that
+    step (another run, or the run trained again). A family searched on an untrained config
+    (`source` None or untrained) was measured on no weights: any run of its space exports it."""
+    if not isinstance(source, Mapping) or source.get("checkpoint") == UNTRAINED:
+        return
+    if source.get("step") != run.step:
+        raise SearchError(f"{folder} was searched on {source.get('run')} at step {source.get('step')} "
+                          f"({source.get('checkpoint')}), this run holds step {run.step} ({run.checkpoint.name})",
+                          param="family", fix="export it from that checkpoint, or search the family again on this one")
+    weights = source.get("weights")
+    if isinstance(weights, str) and run.weights is not None and weights != run.weights:
+        raise SearchError(f"{folder} was searched on the weights {short_digest(weights)} at step {run.step}, this run "
+                          f"({run.dir.root}) holds the weights {short_digest(run.weights)} at that step: another run, "
+                          "or the run trained again", param="family",
+                          fix="export it from the run it was searched on, or search the family again on this one")
 
 
 def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_format: str, dir_param: str = "RUN"
@@ -146,11 +178,7 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
     `folder/family_export.json`. A tqdm bar over the members on stderr when `progress`."""
     folder = Path(folder)
     family = read_family_file(folder)
-    source = family.get("source")
-    if isinstance(source, Mapping) and source.get("step") != run.step:
-        raise SearchError(f"{folder} was searched on {source.get('run')} at step {source.get('step')} "
-                          f"({source.get('checkpoint')}), this run holds step {run.step} ({run.checkpoint.name})",
-                          param="family", fix="export it from that checkpoint, or search the family again on this one")
+    check_source(run, folder, family.get("source"))
     settings = run.config.export.finetune if finetune is None else finetune
     wanted = finetune_settings(settings, run)
     planned = check_family(run, folder, family, export_format)
@@ -234,5 +262,5 @@ def _say(line: str, progress: bool) -> None:
         tqdm.write(line, file=sys.stderr)
 
 
-__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "export_family", "finetune_settings", "finished",
-           "previous_seconds", "read_family_file", "ship_members", "write_family_export"]
+__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "check_source", "export_family", "finetune_settings", "finished",
+           "previous_seconds", "read_family_file", "same_weights", "ship_members", "write_family_export"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nas import api
-from nas.core.config import FinetuneConfig
+from nas.core.config import FinetuneConfig, load_config
 from nas.engine.export import family as family_module
 from nas.engine.export import finetune as finetune_module
 from tests.support.family import plant_family
@@ -101,13 +101,16 @@ def test_an_export_counts_as_finished_only_with_the_same_arch_step_run_and_fine_
     record = {"arch_id": "a", "step": run.step, "run": str(trained / "tiny"),
               "finetune": {"steps": 2, "lr": run.config.train.optimizer.lr, "distill": False, "seed": 0}}
     variants = {"same": {}, "arch": {"arch_id": "b"}, "step": {"step": run.step - 1}, "run": {"run": str(tmp_path)},
-                "steps": {"finetune": {**record["finetune"], "steps": 3}}, "inherited": {"finetune": None}}
+                "steps": {"finetune": {**record["finetune"], "steps": 3}}, "inherited": {"finetune": None},
+                "moved": {"run": str(tmp_path), "weights": run.weights},
+                "retrained": {"weights": "sha256:" + "0" * 64}}
     kept = {}
     for name, change in variants.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "metrics.json").write_text(json.dumps({**record, **change}))
         kept[name] = family_module.finished(tmp_path / name, "a", run, wanted) is not None
-    assert kept == {"same": True, "arch": False, "step": False, "run": False, "steps": False, "inherited": False}
+    assert kept == {"same": True, "arch": False, "step": False, "run": False, "steps": False, "inherited": False,
+                    "moved": True, "retrained": False}
     no_tune = family_module.finetune_settings(FinetuneConfig(length=0), run)
     assert family_module.finished(tmp_path / "inherited", "a", run, no_tune) is not None
     assert family_module.finished(tmp_path / "same", "a", run, no_tune) is None
@@ -147,3 +150,34 @@ def test_a_missing_member_arch_file_is_one_line(fresh, capsys):
     one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family: member 2:",
                    "best.yaml is missing")
     assert not (runs / "tiny" / "export").exists()
+
+
+NO_TUNE = FinetuneConfig(length=0)
+
+
+def test_a_family_exported_onto_another_run_at_the_same_step_is_refused_before_any_training(fresh, tmp_path, capsys,
+                                                                                           monkeypatch):
+    """A run trained again with another seed holds the same step and space, not the same weights."""
+    runs, family = fresh
+    run = api.load_run(runs / "tiny", device="cpu")
+    other = tmp_path / "other"
+    api.train(load_config({**run.config.to_dict(), "train": {**run.config.to_dict()["train"], "seed": 7}}),
+              name="tiny", runs_dir=other, progress=False)
+    assert api.load_run(other / "tiny", device="cpu").step == run.step
+    capsys.readouterr()
+    monkeypatch.setattr(finetune_module, "finetune_subnet", lambda *a, **k: pytest.fail("trained"))
+    one_line_error(capsys, ["export", str(other / "tiny"), "--family", str(family), "--finetune", "0"],
+                   "--family:", "was searched on the weights", "another run, or the run trained again")
+    assert not (other / "tiny" / "export").exists()
+
+
+def test_a_moved_run_exports_its_family_and_the_summary_shows_it(fresh, tmp_path):
+    """The run folder moved after the search: the same weights, so the same run."""
+    runs, family = fresh
+    moved = tmp_path / "moved"
+    shutil.move(runs / "tiny", moved)
+    result = api.export_family(api.load_run(moved, device="cpu"), family, NO_TUNE, progress=False)
+    rows = api.summarise_family(family)["members"]
+    assert [row["exported"] for row in rows] == [True, True]
+    assert [row["export_dir"] for row in rows] == [m["export_dir"] for m in result.members]
+
