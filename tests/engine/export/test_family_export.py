@@ -11,6 +11,7 @@ from nas import api
 from nas.core.config import FinetuneConfig, load_config
 from nas.engine.export import family as family_module
 from nas.engine.export import finetune as finetune_module
+from nas.engine.untrained import untrained_run
 from tests.support.family import plant_family
 from tests.support.safety import copy_run, one_line_error
 
@@ -181,3 +182,13 @@ def test_a_moved_run_exports_its_family_and_the_summary_shows_it(fresh, tmp_path
     assert [row["exported"] for row in rows] == [True, True]
     assert [row["export_dir"] for row in rows] == [m["export_dir"] for m in result.members]
 
+
+def test_a_family_searched_on_the_untrained_config_exports_from_a_trained_run_of_its_space(fresh, tmp_path):
+    runs, _ = fresh
+    run = api.load_run(runs / "tiny", device="cpu")
+    out = tmp_path / "config-family"
+    searched = api.search_family(untrained_run(run.config, out), "random", out=out, progress=False, score="macs",
+                                 max_macs=["50%"], trials=4)
+    result = api.export_family(run, out, NO_TUNE, progress=False)
+    assert [m["arch_id"] for m in result.members] == [m.arch_id for m in searched.members]
+    assert [row["exported"] for row in api.summarise_family(out)["members"]] == [True]
