@@ -31,7 +31,7 @@ from nas.core.errors import NasError, SearchError
 from nas.core.files import write_json
 from nas.engine.export import check_export_dir, check_format, export_subnet
 from nas.engine.json_result import JsonResult
-from nas.engine.export.shipped import read_shipped, write_shipped
+from nas.engine.export.shipped import write_shipped
 from nas.engine.export.shipped_record import short_digest
 from nas.engine.run import Run, resolve_arch
 from nas.engine.searching.family import read_family
@@ -210,8 +210,7 @@ def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
             if kept is not None:
                 _say(f"{label}: already exported, kept ({out_dir})", progress)
                 record = kept
-                if read_shipped(arch_file.parent, member["arch_id"]) is None:
-                    write_shipped(arch_file.parent, out_dir, record)
+                write_shipped(arch_file.parent, out_dir, record)    # replaces a record of another export
                 trained = record.get("finetune") or record.get("scratch") or {}
                 seconds = before.get(member["arch_id"], trained.get("seconds"))
             else:

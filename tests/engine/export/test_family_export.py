@@ -156,6 +156,33 @@ def test_a_missing_member_arch_file_is_one_line(fresh, capsys):
 NO_TUNE = FinetuneConfig(length=0)
 
 
+def test_a_kept_member_points_its_shipped_json_at_the_family_export_not_at_another(fresh, tmp_path):
+    """An `--arch MEMBER/best.yaml --out elsewhere` export between two family exports: the kept
+    member's shipped.json names the family's export folder again, so the summary shows what
+    family_export.json records."""
+    runs, family = fresh
+    run = api.load_run(runs / "tiny", device="cpu")
+    api.export_family(run, family, NO_TUNE, progress=False)
+    first = member_dirs(family)[0]
+    api.export_subnet(run, str(first / "best.yaml"), out=tmp_path / "elsewhere", finetune=NO_TUNE, progress=False)
+    assert json.loads((first / "shipped.json").read_text())["export_dir"] == str(tmp_path / "elsewhere")
+    result = api.export_family(run, family, NO_TUNE, progress=False)
+    assert result.members[0]["kept"]
+    assert json.loads((first / "shipped.json").read_text())["export_dir"] == result.members[0]["export_dir"]
+    rows = api.summarise_family(family)["members"]
+    assert rows[0]["export_dir"] == result.members[0]["export_dir"]
+
+
+def test_a_kept_members_damaged_shipped_json_is_replaced_by_the_export_it_keeps(fresh):
+    runs, family = fresh
+    run = api.load_run(runs / "tiny", device="cpu")
+    api.export_family(run, family, NO_TUNE, progress=False)
+    first = member_dirs(family)[0]
+    (first / "shipped.json").write_text('{"arch_id": 3}')
+    result = api.export_family(run, family, NO_TUNE, progress=False)
+    assert json.loads((first / "shipped.json").read_text())["export_dir"] == result.members[0]["export_dir"]
+
+
 def test_a_family_exported_onto_another_run_at_the_same_step_is_refused_before_any_training(fresh, tmp_path, capsys,
                                                                                            monkeypatch):
     """A run trained again with another seed holds the same step and space, not the same weights."""
