@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from nas.core.amounts import format_amount
 from nas.core.arch import arch_id
 from nas.core.config import FinetuneConfig
 from nas.core.errors import NasError, SearchError
@@ -156,10 +157,31 @@ def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_forma
             arch = resolve_arch(run.space, str(arch_file))
         except NasError as e:
             raise SearchError(f"family: member {member['index']}: {arch_file}: {e.problem}") from None
+        check_member_arch(run, family, member, arch, arch_file)
         out_dir = run.dir.export(arch_id(arch))
         check_export_dir(out_dir, dir_param, run.space.params(arch))
         planned.append((member, arch_file, out_dir))
     return planned
+
+
+def check_member_arch(run: Run, family: Mapping[str, Any], member: Mapping[str, Any], arch: Mapping[str, Any],
+                      arch_file: Path) -> None:
+    """Refuse, in one line naming `family`, a member whose `best.yaml` is not the arch family.json
+    names (edited since the search) or whose arch exceeds the member's MACs or params budget."""
+    found = arch_id(arch)
+    if found != member["arch_id"]:
+        raise SearchError(f"family: member {member['index']}: {arch_file} holds the arch {found}, family.json names "
+                          f"{member['arch_id']} (the search's answer): the file was changed since the search; put "
+                          "the search's answer back (search the family again), or export that arch on its own with "
+                          f"nas export RUN --arch {arch_file}")
+    budgets = {**family["other_budgets"], family["cost"]: member["budget"]}
+    costs = {"macs": run.space.macs, "params": run.space.params}
+    for cost, budget in budgets.items():
+        if cost in costs and isinstance(budget, (int, float)) and costs[cost](arch) > budget:
+            raise SearchError(f"family: member {member['index']}: {arch_file}: the arch {found} costs "
+                              f"{format_amount(costs[cost](arch))} {cost}, above the member's {cost} budget "
+                              f"{format_amount(budget)}: family.json was changed since the search; search the family "
+                              "again")
 
 
 def _fingerprint(member_dir: Path) -> str | None:
@@ -261,5 +283,6 @@ def _say(line: str, progress: bool) -> None:
         tqdm.write(line, file=sys.stderr)
 
 
-__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "check_source", "export_family", "finetune_settings", "finished",
-           "previous_seconds", "read_family_file", "same_weights", "ship_members", "write_family_export"]
+__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "check_member_arch", "check_source", "export_family",
+           "finetune_settings", "finished", "previous_seconds", "read_family_file", "same_weights", "ship_members",
+           "write_family_export"]

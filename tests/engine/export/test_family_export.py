@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from nas import api
+from nas.core.amounts import format_amount
+from nas.core.arch import arch_id, write_arch_file
 from nas.core.config import FinetuneConfig, load_config
 from nas.engine.export import family as family_module
 from nas.engine.export import finetune as finetune_module
@@ -208,6 +210,24 @@ def test_a_moved_run_exports_its_family_and_the_summary_shows_it(fresh, tmp_path
     rows = api.summarise_family(family)["members"]
     assert [row["exported"] for row in rows] == [True, True]
     assert [row["export_dir"] for row in rows] == [m["export_dir"] for m in result.members]
+
+
+def test_an_edited_best_yaml_is_refused_and_so_is_an_arch_above_the_members_budget(fresh, capsys, monkeypatch):
+    runs, family = fresh
+    run = api.load_run(runs / "tiny", device="cpu")
+    first = member_dirs(family)[0]
+    write_arch_file(run.space.max(), first / "best.yaml")
+    monkeypatch.setattr(finetune_module, "finetune_subnet", lambda *a, **k: pytest.fail("trained"))
+    top = arch_id(run.space.max())
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family: member 1:",
+                   f"holds the arch {top}", "family.json names")
+    data = json.loads((family / "family.json").read_text())
+    data["members"][0]["arch_id"] = top         # family.json edited to agree: still above the 20% budget
+    (family / "family.json").write_text(json.dumps(data))
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family: member 1:",
+                   f"costs {format_amount(run.space.macs(run.space.max()))} macs",
+                   f"above the member's macs budget {format_amount(data['members'][0]['budget'])}")
+    assert not (runs / "tiny" / "export").exists()
 
 
 def test_a_family_searched_on_the_untrained_config_exports_from_a_trained_run_of_its_space(fresh, tmp_path):
