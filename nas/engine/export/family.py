@@ -91,7 +91,7 @@ def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, An
              export_format: str = "pt2") -> dict[str, Any] | None:
     """The metrics.json of `export_dir` when it is `member_id` exported from this run's step with
     the `wanted` fine-tune (`finetune_settings`) in `export_format`, else None."""
-    if export_format == "onnx" and not (export_dir / "model.onnx").is_file():
+    if not has_format(export_dir, export_format):
         return None
     try:
         record = json.loads((export_dir / "metrics.json").read_text())
@@ -106,6 +106,11 @@ def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, An
         return record if tuned is None else None
     same = isinstance(tuned, dict) and all(tuned.get(key) == wanted[key] for key in ("steps", "lr", "distill", "seed"))
     return record if same else None
+
+
+def has_format(export_dir: Path, export_format: str) -> bool:
+    """Whether `export_dir` holds the files of `export_format` (`model.onnx` for onnx) beside the export."""
+    return export_format != "onnx" or (export_dir / "model.onnx").is_file()
 
 
 def same_weights(record: Mapping[str, Any], run: Run) -> bool:
@@ -284,5 +289,5 @@ def _say(line: str, progress: bool) -> None:
 
 
 __all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "check_member_arch", "check_source", "export_family",
-           "finetune_settings", "finished", "previous_seconds", "read_family_file", "same_weights", "ship_members",
-           "write_family_export"]
+           "finetune_settings", "finished", "has_format", "previous_seconds", "read_family_file", "same_weights",
+           "ship_members", "write_family_export"]

@@ -25,6 +25,7 @@ from nas.engine.export import save_export
 from nas.engine.export.family import (
     FamilyExport,
     check_family,
+    has_format,
     previous_seconds,
     read_family_file,
     ship_members,
@@ -79,9 +80,12 @@ def train_member(run: Run, arch: Mapping[str, Any], out_dir: Path, recipe: Any, 
                        model=model)
 
 
-def finished_scratch(out_dir: Path, member_id: str, wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+def finished_scratch(out_dir: Path, member_id: str, wanted: Mapping[str, Any], export_format: str = "pt2"
+                     ) -> dict[str, Any] | None:
     """The metrics.json of `out_dir` when it is `member_id` trained from scratch with the `wanted`
-    recipe (steps, seed, digest), else None."""
+    recipe (steps, seed, digest) in `export_format`, else None."""
+    if not has_format(out_dir, export_format):
+        return None
     try:
         record = json.loads((out_dir / "metrics.json").read_text())
     except (OSError, ValueError):
@@ -110,7 +114,8 @@ def export_family_from_scratch(config: RunConfig, folder: str | Path, export_for
         write_shipped(arch_file.parent, out_dir, record)
         return record
 
-    members = ship_members(planned, lambda out_dir, member_id: finished_scratch(out_dir, member_id, wanted), export,
+    members = ship_members(planned, lambda out_dir, member_id: finished_scratch(out_dir, member_id, wanted,
+                                                                                export_format), export,
                            previous_seconds(folder), progress)
     return write_family_export(FamilyExport(folder, None, 0, {"scratch": wanted}, members, None, None))
 

@@ -117,3 +117,13 @@ def test_nas_space_supernet_pays_reads_a_runs_saved_config_and_refuses_set(train
     assert ("does not pay" in capsys.readouterr().out) == (expected == 0)
     one_line_error(capsys, ["space", "tiny", "--runs-dir", str(runs), "--supernet-pays", "--set", "train.seed=1"],
                    "--set: overrides apply to a config, not to a trained run")
+
+
+def test_a_member_trained_alone_is_kept_only_in_the_format_asked(tmp_path):
+    """An onnx export of a config's family trains again a member whose folder holds no model.onnx."""
+    wanted = {"steps": STEPS, "seed": 0, "recipe_digest": "abc"}
+    (tmp_path / "metrics.json").write_text(json.dumps({"arch_id": "a", "shipped": "scratch", "scratch": wanted}))
+    assert scratch_module.finished_scratch(tmp_path, "a", wanted, "pt2") is not None
+    assert scratch_module.finished_scratch(tmp_path, "a", wanted, "onnx") is None
+    (tmp_path / "model.onnx").write_bytes(b"onnx")
+    assert scratch_module.finished_scratch(tmp_path, "a", wanted, "onnx") is not None
