@@ -23,22 +23,23 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from nas.core.amounts import format_amount
 from nas.core.arch import arch_id
 from nas.core.config import FinetuneConfig
-from nas.core.errors import NasError, SearchError
+from nas.core.errors import NasError, RecordError, SearchError
 from nas.core.files import write_json
+from nas.core.schema import number_in
 from nas.engine.export import check_export_dir, check_format, export_subnet
 from nas.engine.json_result import JsonResult
+from nas.engine.export.family_record import FAMILY_EXPORT, ExportedMember, read_family_export
 from nas.engine.export.shipped import write_shipped
 from nas.engine.export.shipped_record import short_digest
 from nas.engine.run import Run, resolve_arch
 from nas.engine.searching.family import read_family
 from nas.engine.untrained import UNTRAINED
 
-FAMILY_EXPORT = "family_export.json"
 SEARCH_SETTINGS = "search.json"
 
 
@@ -212,18 +213,19 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
     members = ship_members(planned, lambda out_dir, ident: finished(out_dir, ident, run, wanted, export_format),
                            lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,
                                                            finetune=settings, progress=progress).record,
-                           previous_seconds(folder), progress)
+                           earlier_members(folder), progress)
     ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
     return write_family_export(FamilyExport(folder, str(run.dir.root), run.step, wanted, members, *ends))
 
 
 def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
                  is_finished: Callable[[Path, str], dict[str, Any] | None], export: Callable[[Path], dict[str, Any]],
-                 before: Mapping[str, float], progress: bool) -> list[dict[str, Any]]:
+                 earlier: Sequence[ExportedMember], progress: bool) -> list[dict[str, Any]]:
     """Export each planned (member, arch file, export folder) with `export(arch_file)` (which
     returns the export's metrics), unless `is_finished(export folder, arch_id)` gives the
     metrics of an export to keep; a tqdm bar over the members when `progress`. Returns the
-    entries of family_export.json (`before`: arch_id -> seconds an earlier family export took)."""
+    entries of family_export.json (`earlier`: the members the last one recorded, whose seconds a
+    kept member keeps, `kept_seconds`)."""
     from tqdm.auto import tqdm
 
     total = len(planned)
@@ -238,8 +240,7 @@ def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
                 _say(f"{label}: already exported, kept ({out_dir})", progress)
                 record = kept
                 write_shipped(arch_file.parent, out_dir, record)    # replaces a record of another export
-                trained = record.get("finetune") or record.get("scratch") or {}
-                seconds = before.get(member["arch_id"], trained.get("seconds"))
+                seconds = kept_seconds(earlier, out_dir, record)
             else:
                 bar.set_postfix_str(f"{label} {member['arch_id']}")
                 _say(f"{label}: {member['arch_id']} ({member.get('budget_spec', member.get('budget'))} budget)",
@@ -272,13 +273,29 @@ def _inherited(run: Run, arch: Mapping[str, Any]) -> dict[str, Any]:
             "val_top1": val, "test_top1": test}
 
 
-def previous_seconds(folder: Path) -> dict[str, float]:
-    """arch_id -> seconds of the members the last family export of `folder` recorded."""
+def earlier_members(folder: Path) -> tuple[ExportedMember, ...]:
+    """The members the last family export of `folder` recorded (none where there is no readable
+    family_export.json: this export rewrites it)."""
     try:
-        previous = json.loads((folder / FAMILY_EXPORT).read_text())
-        return {m["arch_id"]: m["seconds"] for m in previous["members"] if isinstance(m, dict)}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+        earlier = read_family_export(folder)
+    except RecordError:
+        return ()
+    return earlier.members if earlier is not None else ()
+
+
+def kept_seconds(earlier: Sequence[ExportedMember], out_dir: Path, record: Mapping[str, Any]) -> float | None:
+    """What a kept export took: the seconds the earlier family export recorded for this very
+    export (same arch, folder, accuracies and training record), else its own training's seconds;
+    None where neither is a number of seconds."""
+    for member in earlier:
+        if (member.arch_id == record.get("arch_id") and Path(member.export_dir) == out_dir
+                and (member.val_top1, member.test_top1) == (record.get("val_top1"), record.get("test_top1"))
+                and member.finetune == record.get("finetune") and member.scratch == record.get("scratch")
+                and member.seconds is not None):
+            return member.seconds
+    trained = record.get("finetune") or record.get("scratch") or {}
+    seconds = trained.get("seconds") if isinstance(trained, Mapping) else None
+    return seconds if number_in(seconds, 0) else None
 
 
 def _say(line: str, progress: bool) -> None:
@@ -288,6 +305,6 @@ def _say(line: str, progress: bool) -> None:
         tqdm.write(line, file=sys.stderr)
 
 
-__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "check_member_arch", "check_source", "export_family",
-           "finetune_settings", "finished", "has_format", "previous_seconds", "read_family_file", "same_weights",
-           "ship_members", "write_family_export"]
+__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "check_member_arch", "check_source", "earlier_members",
+           "export_family", "finetune_settings", "finished", "has_format", "kept_seconds", "read_family_file",
+           "same_weights", "ship_members", "write_family_export"]

@@ -11,12 +11,13 @@ marked with their accuracy in the supernet (recorded by the family export).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
 from nas.core.amounts import format_amount
-from nas.engine.export.family import FAMILY_EXPORT, read_family_file
+from nas.core.schema import to_plain
+from nas.engine.export.family import read_family_file
+from nas.engine.export.family_record import read_family_export
 from nas.engine.export.scratch import cheaper_path_note
 from nas.engine.export.shipped import shipped_status
 from nas.engine.plotting import pyplot, save_png
@@ -57,10 +58,8 @@ def family_summary(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     family = read_family_file(folder, "SEARCH_DIR")
     rows = [_member_row(folder, member) for member in family["members"]]
-    try:
-        exported = json.loads((folder / FAMILY_EXPORT).read_text())
-    except (OSError, ValueError):
-        exported = {}
+    record = read_family_export(folder)
+    exported = to_plain(record) if record is not None else {}
     source = family.get("source") if isinstance(family.get("source"), Mapping) else None
     run = source["run"] if source else (exported.get("run") or "RUN")
     missing = [row["index"] for row in rows if not row["exported"]]

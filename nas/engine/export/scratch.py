@@ -25,8 +25,8 @@ from nas.engine.export import save_export
 from nas.engine.export.family import (
     FamilyExport,
     check_family,
+    earlier_members,
     has_format,
-    previous_seconds,
     read_family_file,
     ship_members,
     write_family_export,
@@ -116,7 +116,7 @@ def export_family_from_scratch(config: RunConfig, folder: str | Path, export_for
 
     members = ship_members(planned, lambda out_dir, member_id: finished_scratch(out_dir, member_id, wanted,
                                                                                 export_format), export,
-                           previous_seconds(folder), progress)
+                           earlier_members(folder), progress)
     return write_family_export(FamilyExport(folder, None, 0, {"scratch": wanted}, members, None, None))
 
 

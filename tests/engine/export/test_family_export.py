@@ -12,6 +12,7 @@ from nas.core.amounts import format_amount
 from nas.core.arch import arch_id, write_arch_file
 from nas.core.config import FinetuneConfig, load_config
 from nas.engine.export import family as family_module
+from nas.engine.export import family_record
 from nas.engine.export import finetune as finetune_module
 from nas.engine.untrained import untrained_run
 from tests.support.family import plant_family
@@ -239,3 +240,27 @@ def test_a_family_searched_on_the_untrained_config_exports_from_a_trained_run_of
     result = api.export_family(run, out, NO_TUNE, progress=False)
     assert [m["arch_id"] for m in result.members] == [m.arch_id for m in searched.members]
     assert [row["exported"] for row in api.summarise_family(out)["members"]] == [True]
+
+
+def test_a_kept_members_seconds_are_those_of_its_own_export_and_a_damaged_value_is_not_copied(tmp_path):
+    """Keyed by the export itself (arch, folder, accuracies, training record), not by the arch id:
+    an earlier family export of the same arch elsewhere or with another fine-tune gives nothing."""
+    tuned = {"steps": 2, "seconds": 3.5}
+    record = {"arch_id": "a", "val_top1": 0.5, "test_top1": 0.4, "finetune": tuned}
+    out = tmp_path / "export" / "a"
+    (tmp_path / family_record.FAMILY_EXPORT).write_text(json.dumps(
+        {"members": [{"index": 1, "arch_id": "a", "export_dir": str(out), "val_top1": 0.5, "test_top1": 0.4,
+                      "kept": False, "finetune": tuned, "seconds": 9.0},
+                     {"index": 2, "arch_id": "a", "export_dir": str(tmp_path / "other"), "val_top1": 0.5,
+                      "test_top1": 0.4, "kept": False, "finetune": tuned, "seconds": 99.0}],
+         "run": None, "step": 0, "finetune": {}}))
+    earlier = family_module.earlier_members(tmp_path)
+    assert family_module.kept_seconds(earlier, out, record) == 9.0
+    assert family_module.kept_seconds(earlier, out, {**record, "finetune": {"steps": 4, "seconds": 7.0}}) == 7.0
+    assert family_module.kept_seconds(earlier, out, {**record, "test_top1": 0.3}) == 3.5
+    assert family_module.kept_seconds(earlier, out, {**record, "finetune": {"steps": 4, "seconds": "x"}}) is None
+    (tmp_path / family_record.FAMILY_EXPORT).write_text(json.dumps(
+        {"members": [{"index": 1, "arch_id": "a", "export_dir": str(out), "val_top1": 0.5, "test_top1": 0.4,
+                      "kept": False, "finetune": tuned, "seconds": "9 s"}], "run": None, "step": 0, "finetune": {}}))
+    assert family_module.earlier_members(tmp_path) == ()
+    assert family_module.kept_seconds(family_module.earlier_members(tmp_path), out, record) == 3.5

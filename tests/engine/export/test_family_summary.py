@@ -8,7 +8,7 @@ import pytest
 
 from nas import cli
 from nas.core.amounts import format_amount
-from nas.engine.export.family import FAMILY_EXPORT
+from nas.engine.export.family_record import FAMILY_EXPORT
 from nas.engine.export.shipped import SHIPPED
 from nas.engine.searching.family import member_dir, write_family
 from tests.support.safety import one_line_error
@@ -27,6 +27,11 @@ MEMBERS = [
 MIN = {"arch_id": "0000000min", "macs": 1_000_000, "params": 500_000, "val_top1": 0.8401, "test_top1": 0.8377,
        "source": "min subnet"}
 MAX = {"arch_id": "0000000max", "macs": 5_000_000, "params": 1_500_000, "val_top1": 0.88, "test_top1": 0.8777}
+
+
+# family_export.json as the family export writes it (its min subnet has no `source`: that is the cheaper list's)
+EXPORTED = {"members": [], "run": "/runs/r", "step": 100, "finetune": {},
+            "min_subnet": {k: v for k, v in MIN.items() if k != "source"}, "max_subnet": MAX}
 
 
 @pytest.fixture
@@ -51,8 +56,7 @@ def family(tmp_path) -> Path:
                             "seed": 0, "trials": 20, "evaluations": 47,
                             "source": {"run": "/runs/r", "checkpoint": "last.pt", "step": 100},
                             "latency_table": None, "device": "cpu", "batch": 1})
-    (tmp_path / FAMILY_EXPORT).write_text(json.dumps({"members": [], "run": "/runs/r", "step": 100, "finetune": {},
-                                                       "min_subnet": MIN, "max_subnet": MAX}))
+    (tmp_path / FAMILY_EXPORT).write_text(json.dumps(EXPORTED))
     return tmp_path
 
 
@@ -101,3 +105,15 @@ def test_a_member_whose_export_folder_was_deleted_is_not_shown_as_shipped(family
     assert f"member 1: not exported now: the export shipped.json records, {family / 'export' / MEMBERS[0]['id']}, " \
            "is gone" in out
     assert "not exported yet: members 1, 3" in out
+
+
+@pytest.mark.parametrize("content, says", [
+    ([], "damaged record: expected a mapping, got []"),
+    ({**EXPORTED, "min_subnet": "x"}, "min_subnet: expected a mapping, got x"),
+    ({**EXPORTED, "min_subnet": {k: v for k, v in EXPORTED["min_subnet"].items() if k != "macs"}},
+     "min_subnet.macs: missing (required)"),
+    ({**EXPORTED, "max_subnet": {**MAX, "test_top1": 87.77}}, "max_subnet.test_top1: must be a fraction in [0, 1]"),
+    ({**EXPORTED, "members": [{"index": 1}]}, "members[0].arch_id: missing (required)")])
+def test_a_damaged_family_export_json_is_one_line_in_summary(family, capsys, content, says):
+    (family / FAMILY_EXPORT).write_text(json.dumps(content))
+    one_line_error(capsys, ["summary", str(family)], "SEARCH_DIR:", str(family / FAMILY_EXPORT), says)
