@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from nas.core.amounts import format_amount
 from nas.core.schema import to_plain
 from nas.engine.export.family import read_family_file
+from nas.engine.export.family_command import export_command, export_target
 from nas.engine.export.family_record import read_family_export
 from nas.engine.export.scratch import cheaper_path_note
 from nas.engine.export.shipped import shipped_status
@@ -61,7 +62,7 @@ def family_summary(folder: str | Path) -> dict[str, Any]:
     record = read_family_export(folder)
     exported = to_plain(record) if record is not None else {}
     source = family.get("source") if isinstance(family.get("source"), Mapping) else None
-    run = source["run"] if source else (exported.get("run") or "RUN")
+    run = export_target(family, exported, rows)
     missing = [row["index"] for row in rows if not row["exported"]]
     scratch = any(row.get("shipped") == "scratch" for row in rows)
     return {"folder": str(folder), "cost": family["cost"], "budget_specs": family["budget_specs"],
@@ -70,8 +71,8 @@ def family_summary(folder: str | Path) -> dict[str, Any]:
             "run": run, "members": rows, "min_subnet": exported.get("min_subnet"),
             "max_subnet": exported.get("max_subnet"),
             "finetune": exported.get("finetune"), "not_exported": missing,
-            "export_command": f"nas export {run} --family {folder}" if missing else None,
-            "note": None if scratch or source is None else _run_note(Path(source["run"]))}
+            "export_command": export_command(folder, family, exported, rows) if missing else None,
+            "note": None if scratch or not Path(run).is_dir() else _run_note(Path(run))}
 
 
 def _run_note(run: Path) -> str | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from nas.core.arch import Arch, arch_id
+from nas.core.config import config_spelling
 from nas.core.costs import BY_NAME
 from nas.core.errors import ConfigError
 from nas.core.files import check_writable
@@ -31,6 +32,7 @@ from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
 from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
 from nas.engine.searching.request import SearchRequest, build_request, resolve_score, search_id
+from nas.engine.untrained import UNTRAINED
 
 if TYPE_CHECKING:
     from nas.engine.run import Run
@@ -122,6 +124,8 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     for request in requests:
         check_search(run, request)
     record = _family_record(plan, requests[0], trials)
+    if run.checkpoint.name == UNTRAINED:     # what `nas export CONFIG --family DIR` names (nothing trained)
+        record["config"] = config_spelling(run.config)
     shared = SharedEvaluations()
     results: list[SearchResult] = []
     origin = settings.budget_origin()

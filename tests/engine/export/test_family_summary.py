@@ -2,16 +2,21 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
-from nas import cli
+from nas import api, cli
+from nas.core import yaml_io
+from nas.core.config import config_spelling, load_config, resolve_config_path
 from nas.core.amounts import format_amount
 from nas.engine.export.family_record import FAMILY_EXPORT
 from nas.engine.export.shipped import SHIPPED
 from nas.engine.searching.family import member_dir, write_family
+from nas.engine.untrained import names_a_run, untrained_run
 from tests.support.safety import one_line_error
+from tests.support.tiny import tiny_config
 
 # Three members: 1 fine-tuned, 2 shipped inherited and below the min subnet on validation, 3 not exported.
 MEMBERS = [
@@ -117,3 +122,37 @@ def test_a_member_whose_export_folder_was_deleted_is_not_shown_as_shipped(family
 def test_a_damaged_family_export_json_is_one_line_in_summary(family, capsys, content, says):
     (family / FAMILY_EXPORT).write_text(json.dumps(content))
     one_line_error(capsys, ["summary", str(family)], "SEARCH_DIR:", str(family / FAMILY_EXPORT), says)
+
+
+def test_the_export_command_repeats_the_familys_fine_tune_so_that_following_it_keeps_every_export(family, capsys):
+    """A family exported with --finetune 10% --finetune-lr 0.05 --distill: the suggested command
+    parses to those settings (the default length would re-export every member)."""
+    settings = {"length": "10%", "steps": 3, "lr": 0.05, "distill": True, "seed": 0}
+    (family / FAMILY_EXPORT).write_text(json.dumps({**EXPORTED, "finetune": settings}))
+    assert cli.main(["summary", str(family), "--json"]) == 0
+    command = json.loads(capsys.readouterr().out)["export_command"]
+    args = cli.build_parser().parse_args(shlex.split(command)[1:])
+    assert (args.run, args.family) == (EXPORTED["run"], str(family))
+    assert (args.finetune, args.finetune_lr, args.distill) == ("10%", 0.05, True)
+
+
+def test_a_family_trained_alone_suggests_its_config_not_the_family_folder(tmp_path, capsys):
+    """A family searched on an untrained config: family.json records the config as a command
+    names it, and the summary's command is `nas export CONFIG --family DIR`."""
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml_io.dumps(tiny_config(steps=4)))
+    out = tmp_path / "family"
+    api.search_family(untrained_run(load_config(config), out), "random", out=out, progress=False, score="macs",
+                      max_macs=["50%"], trials=3)
+    assert json.loads((out / "family.json").read_text())["config"] == str(config)
+    assert cli.main(["summary", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["export_command"] == f"nas export {config} --family {out}"
+
+
+def test_a_shipped_config_is_spelt_with_yaml_which_names_the_config_even_beside_a_run_of_that_name(tmp_path):
+    (tmp_path / "fashion_mnist_cell201").mkdir()
+    (tmp_path / "fashion_mnist_cell201" / "config.yaml").write_text("{}")
+    spelt = config_spelling(load_config("fashion_mnist_cell201"))
+    assert spelt == "fashion_mnist_cell201.yaml"
+    assert resolve_config_path(spelt) == resolve_config_path("fashion_mnist_cell201")
+    assert not names_a_run(spelt, tmp_path) and names_a_run("fashion_mnist_cell201", tmp_path)
