@@ -213,7 +213,14 @@ def cmd_export_family(args: argparse.Namespace) -> int:
     if args.out is not None:
         raise ConfigError("--out: a family's members are exported to runs/NAME/export/<arch_id>, as one export each; "
                           "leave --out out with --family")
-    if api.names_a_run(args.run, args.runs_dir) or not _names_a_config(args.run):
+    is_run, is_config = api.names_a_run(args.run, args.runs_dir), _names_a_config(args.run)
+    if is_run and is_config:
+        run_dir = Path(args.run) if Path(args.run).is_dir() else Path(args.runs_dir) / args.run
+        raise ConfigError(f"RUN: {args.run} names both the run {run_dir} and the shipped config {args.run}; say "
+                          f"which: nas export {run_dir} --family {args.family} (the run: each member fine-tuned "
+                          f"from its supernet) or nas export {Path(args.run).stem}.yaml --family {args.family} (the "
+                          "config: each member trained alone from scratch)")
+    if is_run or not is_config:
         run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
         result = api.export_family(run, args.family, _finetune_settings(args, run), args.format)
     else:      # a config: each member trained alone from scratch with its recipe

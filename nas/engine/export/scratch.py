@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from nas.core.arch import arch_id
-from nas.core.config import RunConfig
+from nas.core.config import RunConfig, config_spelling
 from nas.core.preprocessing import preprocessing_metadata
 from nas.engine.export import save_export
 from nas.engine.export.family import (
@@ -138,6 +138,7 @@ def cheaper_path_note(config: RunConfig, config_file: str | Path) -> str | None:
     share = finetune_share(config)
     if share is None or share < 1:
         return None
+    config_file = config_spelling(config) or config_file      # a shipped config as NAME.yaml: never a run's name
     search = f"nas search {config_file} --max-macs 35%,50%,75% --out DIR"
     export = f"nas export {config_file} --family DIR"
     return (f"the supernet does not pay here: each export fine-tunes for {100 * share:.0f}% of a training "

@@ -127,3 +127,12 @@ def test_a_member_trained_alone_is_kept_only_in_the_format_asked(tmp_path):
     assert scratch_module.finished_scratch(tmp_path, "a", wanted, "onnx") is None
     (tmp_path / "model.onnx").write_bytes(b"onnx")
     assert scratch_module.finished_scratch(tmp_path, "a", wanted, "onnx") is not None
+
+
+def test_a_name_that_is_both_a_run_and_a_shipped_config_is_refused_with_the_two_spellings(tmp_path, capsys):
+    (tmp_path / "fashion_mnist_cell201").mkdir()
+    (tmp_path / "fashion_mnist_cell201" / "config.yaml").write_text("{}")
+    one_line_error(capsys, ["export", "fashion_mnist_cell201", "--family", "DIR", "--runs-dir", str(tmp_path)],
+                   "RUN: fashion_mnist_cell201 names both the run", "and the shipped config",
+                   f"nas export {tmp_path / 'fashion_mnist_cell201'} --family DIR (the run",
+                   "nas export fashion_mnist_cell201.yaml --family DIR (the config")
