@@ -49,7 +49,8 @@ def _member_row(folder: Path, member: Mapping[str, Any]) -> dict[str, Any]:
     return {**row, "exported": True, "export_dir": shipped.get("export_dir"), "shipped": shipped.get("shipped"),
             "how": _how(shipped), "val_top1": shipped.get("val_top1"), "test_top1": shipped.get("test_top1"),
             "inherited_test_top1": (shipped.get("inherited") or {}).get("test_top1"),
-            "finetune": shipped.get("finetune"), "min_subnet": min_subnet if below else None}
+            "finetune": shipped.get("finetune"), "min_subnet": min_subnet if below else None,
+            "other_weights": shipped.get("other_weights")}
 
 
 def family_summary(folder: str | Path) -> dict[str, Any]:
@@ -127,6 +128,8 @@ def format_family_summary(summary: Mapping[str, Any]) -> str:
     for row in rows:
         if row.get("stale"):
             lines.append(f"  member {row['index']}: not exported now: {row['stale']}")
+        if row.get("other_weights"):
+            lines.append(f"  member {row['index']}: note: {row['other_weights']}")
     if summary["not_exported"]:
         lines.append(f"not exported yet: member{'s' if len(summary['not_exported']) > 1 else ''} "
                      f"{', '.join(map(str, summary['not_exported']))}; export with: {summary['export_command']}")

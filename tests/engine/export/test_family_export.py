@@ -264,3 +264,19 @@ def test_a_kept_members_seconds_are_those_of_its_own_export_and_a_damaged_value_
                       "kept": False, "finetune": tuned, "seconds": "9 s"}], "run": None, "step": 0, "finetune": {}}))
     assert family_module.earlier_members(tmp_path) == ()
     assert family_module.kept_seconds(family_module.earlier_members(tmp_path), out, record) == 3.5
+
+
+def test_members_that_share_an_arch_are_both_shown_exported_with_the_same_export(fresh):
+    runs, family = fresh
+    data = json.loads((family / "family.json").read_text())
+    first, second = member_dirs(family)
+    shutil.copy(first / "best.yaml", second / "best.yaml")
+    for key in ("arch_id", "arch", "macs", "params"):
+        data["members"][1][key] = data["members"][0][key]
+    (family / "family.json").write_text(json.dumps(data))
+    result = api.export_family(api.load_run(runs / "tiny", device="cpu"), family, NO_TUNE, progress=False)
+    assert [m["kept"] for m in result.members] == [False, True]
+    summary = api.summarise_family(family)
+    assert [row["exported"] for row in summary["members"]] == [True, True]
+    assert summary["members"][0]["export_dir"] == summary["members"][1]["export_dir"] == result.members[0]["export_dir"]
+    assert summary["not_exported"] == [] and summary["export_command"] is None

@@ -156,3 +156,28 @@ def test_a_shipped_config_is_spelt_with_yaml_which_names_the_config_even_beside_
     assert spelt == "fashion_mnist_cell201.yaml"
     assert resolve_config_path(spelt) == resolve_config_path("fashion_mnist_cell201")
     assert not names_a_run(spelt, tmp_path) and names_a_run("fashion_mnist_cell201", tmp_path)
+
+
+def test_members_that_share_an_arch_each_show_the_export_and_its_other_weights_note(family, capsys):
+    """Member 2 answers member 1's arch (one export serves both), measured by the search at an
+    earlier step than exported: both rows show the export, and each says it is of other weights."""
+    data = json.loads((family / "family.json").read_text())
+    first, second = (family / m["dir"] for m in data["members"][:2])
+    for key in ("arch_id", "macs", "params"):
+        data["members"][1][key] = data["members"][0][key]
+    (family / "family.json").write_text(json.dumps(data))
+    shipped = json.loads((first / SHIPPED).read_text())
+    export_dir = Path(shipped["export_dir"])
+    (export_dir / "metrics.json").write_text(json.dumps({**json.loads((export_dir / "metrics.json").read_text()),
+                                                         "step": 100, "checkpoint": "last.pt"}))
+    for member in (first, second):
+        (member / SHIPPED).write_text(json.dumps({**shipped, "step": 100}))
+        (member / "summary.json").write_text(json.dumps({"source": {"step": 60, "checkpoint": "last.pt"}}))
+    assert cli.main(["summary", str(family)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()[:1].isdigit()}
+    assert rows["1"][5:8] == rows["2"][5:8] == [f"{100 * MEMBERS[0]['shipped']['test_top1']:.2f}%", "fine-tuned",
+                                                "25%"]
+    for index in (1, 2):
+        assert f"member {index}: note: exported from step 100 (last.pt) of the run, the search measured step 60" in out
+    assert "not exported yet: member 3;" in out
