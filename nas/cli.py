@@ -229,6 +229,9 @@ def cmd_export_family(args: argparse.Namespace) -> int:
         if given:
             raise ConfigError(f"{given[0]}: the members of a config's family are trained alone from scratch with the "
                               "config's recipe; fine-tune options apply to a trained run")
+        if args.checkpoint != "last.pt":     # the default: given otherwise, it is a run's
+            raise ConfigError(f"--checkpoint: {args.run} is a config, which has no checkpoint (its family's members "
+                              "are trained alone from scratch); --checkpoint applies to a trained run")
         result = api.export_family_from_scratch(api.load_config(args.run), args.family, args.format, args.device)
     if args.json:
         _print_json(result.to_json())

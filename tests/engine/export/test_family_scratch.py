@@ -136,3 +136,10 @@ def test_a_name_that_is_both_a_run_and_a_shipped_config_is_refused_with_the_two_
                    "RUN: fashion_mnist_cell201 names both the run", "and the shipped config",
                    f"nas export {tmp_path / 'fashion_mnist_cell201'} --family DIR (the run",
                    "nas export fashion_mnist_cell201.yaml --family DIR (the config")
+
+
+def test_a_checkpoint_with_a_config_family_is_one_line(tmp_path, capsys):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml_io.dumps(tiny_config(steps=STEPS)))
+    one_line_error(capsys, ["export", str(config), "--family", str(tmp_path), "--checkpoint", "best.pt"],
+                   "--checkpoint:", "is a config, which has no checkpoint")
