@@ -77,12 +77,13 @@ def read_family_file(folder: str | Path, param: str = "family") -> dict[str, Any
     return family
 
 
-def finetune_settings(settings: FinetuneConfig, run: Run) -> dict[str, Any]:
-    """The fine-tune every member gets, as recorded: length, optimiser steps, peak lr, distill, seed."""
+def finetune_settings(settings: FinetuneConfig, run: Run, what: str = "export.finetune.length") -> dict[str, Any]:
+    """The fine-tune every member gets, as recorded: length, optimiser steps, peak lr, distill, seed
+    (a length past the ceiling is an error naming `what`: the config's key, or `finetune`)."""
     from nas.engine.export.finetune import finetune_steps, run_length
 
     run_steps, epoch_steps = run_length(run)
-    steps = finetune_steps(settings.length, run_steps, epoch_steps) if settings.enabled else 0
+    steps = finetune_steps(settings.length, run_steps, epoch_steps, what) if settings.enabled else 0
     lr = run.config.train.optimizer.lr if settings.lr is None else settings.lr
     return {"length": str(settings.length), "steps": steps, "lr": lr if steps else None,
             "distill": settings.distill if steps else False, "seed": settings.seed}
@@ -208,7 +209,7 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
     family = read_family_file(folder)
     check_source(run, folder, family.get("source"))
     settings = run.config.export.finetune if finetune is None else finetune
-    wanted = finetune_settings(settings, run)
+    wanted = finetune_settings(settings, run, "export.finetune.length" if finetune is None else "finetune")
     planned = check_family(run, folder, family, export_format)
     members = ship_members(planned, lambda out_dir, ident: finished(out_dir, ident, run, wanted, export_format),
                            lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,

@@ -280,3 +280,10 @@ def test_members_that_share_an_arch_are_both_shown_exported_with_the_same_export
     assert [row["exported"] for row in summary["members"]] == [True, True]
     assert summary["members"][0]["export_dir"] == summary["members"][1]["export_dir"] == result.members[0]["export_dir"]
     assert summary["not_exported"] == [] and summary["export_command"] is None
+
+
+def test_a_fine_tune_past_the_ceiling_on_the_command_line_blames_the_flag_not_the_config(fresh, capsys):
+    runs, family = fresh
+    err = one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family), "--finetune", "1e9"],
+                         "--finetune: 1e9 is 1,000,000,000 steps")
+    assert "export.finetune.length" not in err
