@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from nas.core.amounts import format_amount
+from nas.core.amounts import format_amount, format_share
+from nas.core.errors import plural
 from nas.core.schema import to_plain
 from nas.engine.export.family import read_family_file
 from nas.engine.export.family_command import export_command, export_target
@@ -33,7 +34,7 @@ def _how(shipped: Mapping[str, Any]) -> str:
         return "trained alone"
     if isinstance(tuned, Mapping):
         distilled = " +distill" if tuned.get("distill") else ""
-        return f"fine-tuned {100 * tuned.get('fraction_of_run', 0):.0f}%{distilled}"
+        return f"fine-tuned {format_share(tuned.get('fraction_of_run', 0))}{distilled}"
     return "inherited"
 
 
@@ -109,7 +110,7 @@ def format_family_summary(summary: Mapping[str, Any]) -> str:
             cells += ["-", "not exported", "-"]
         table.append(cells)
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    lines = [f"family {summary['folder']}: {len(rows)} members on {summary['cost']} budgets "
+    lines = [f"family {summary['folder']}: {plural(len(rows), 'member')} on {summary['cost']} budgets "
              f"{', '.join(summary['budget_specs'])} ({summary['searcher']}, score {summary['score']}, "
              f"{summary['evaluations']} archs evaluated)"]
     lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]

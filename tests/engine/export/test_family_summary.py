@@ -181,3 +181,19 @@ def test_members_that_share_an_arch_each_show_the_export_and_its_other_weights_n
     for index in (1, 2):
         assert f"member {index}: note: exported from step 100 (last.pt) of the run, the search measured step 60" in out
     assert "not exported yet: member 3;" in out
+
+
+def test_a_short_fine_tune_is_not_shown_as_0_percent_and_one_member_is_one_member(family, capsys):
+    data = json.loads((family / "family.json").read_text())
+    data["members"], data["budgets"], data["budget_specs"] = data["members"][:1], data["budgets"][:1], ["35%"]
+    (family / "family.json").write_text(json.dumps(data))
+    first = family / data["members"][0]["dir"]
+    shipped = json.loads((first / SHIPPED).read_text())
+    tuned = {**shipped["finetune"], "steps": 10, "fraction_of_run": 10 / 2144}
+    for path in (first / SHIPPED, Path(shipped["export_dir"]) / "metrics.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "finetune": tuned}))
+    assert cli.main(["summary", str(family)]) == 0
+    out = capsys.readouterr().out
+    assert ": 1 member on macs budgets" in out
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("1 "))
+    assert row[6:8] == ["fine-tuned", f"{100 * 10 / 2144:.2g}%"] == ["fine-tuned", "0.47%"]
