@@ -413,6 +413,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         summary = api.summarise_family(args.search_dir)
         print(json.dumps(summary, indent=2) if args.json else api.format_family_summary(summary))
         return 0
+    api.check_family_json_kept(args.search_dir)
     summary = api.search_summary(args.search_dir)
     shipped, stale = api.shipped_status(args.search_dir, summary["arch_id"])
     if args.json:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from nas.core.amounts import format_amount, format_share
-from nas.core.errors import plural
+from nas.core.errors import SearchError, plural
 from nas.core.schema import to_plain
 from nas.engine.export.family import read_family_file
 from nas.engine.export.family_command import export_command, export_target
@@ -23,6 +23,7 @@ from nas.engine.export.family_record import read_family_export
 from nas.engine.export.scratch import cheaper_path_note
 from nas.engine.export.shipped import shipped_status
 from nas.engine.plotting import pyplot, save_png
+from nas.engine.searching.family import FAMILY
 
 FIGURE = "family.png"
 
@@ -75,6 +76,21 @@ def family_summary(folder: str | Path) -> dict[str, Any]:
             "finetune": exported.get("finetune"), "not_exported": missing,
             "export_command": export_command(folder, family, exported, rows) if missing else None,
             "note": None if scratch or not Path(run).is_dir() else _run_note(Path(run))}
+
+
+def check_family_json_kept(folder: str | Path) -> None:
+    """Raise `SearchError` naming family.json when `folder` holds family members' search folders
+    (`m<k>-...` with their search.json) but neither family.json nor a search's own summary.json:
+    a family whose family.json was deleted, not an unfinished search."""
+    folder = Path(folder)
+    if (folder / FAMILY).is_file() or (folder / "summary.json").is_file():
+        return
+    members = sorted(p.name for p in folder.glob("m[0-9]*-*") if (p / "search.json").is_file())
+    if members:
+        raise SearchError(f"SEARCH_DIR: {folder} holds no family.json, beside the member folders "
+                          f"{', '.join(members[:3])}{' ...' if len(members) > 3 else ''}: a family search's folder whose "
+                          "family.json is gone; run the same family search again (nas search ... --out "
+                          f"{folder}) to write it, or summarise one member (nas summary {folder / members[0]})")
 
 
 def _run_note(run: Path) -> str | None:
@@ -177,4 +193,5 @@ def summarise_family(folder: str | Path) -> dict[str, Any]:
     return {**summary, "figure": str(figure) if figure else None}
 
 
-__all__ = ["FIGURE", "family_summary", "format_family_summary", "plot_family", "summarise_family"]
+__all__ = ["FIGURE", "check_family_json_kept", "family_summary", "format_family_summary", "plot_family",
+           "summarise_family"]

@@ -197,3 +197,12 @@ def test_a_short_fine_tune_is_not_shown_as_0_percent_and_one_member_is_one_membe
     assert ": 1 member on macs budgets" in out
     row = next(line.split() for line in out.splitlines() if line.strip().startswith("1 "))
     assert row[6:8] == ["fine-tuned", f"{100 * 10 / 2144:.2g}%"] == ["fine-tuned", "0.47%"]
+
+
+def test_a_deleted_family_json_is_said_as_such_not_as_a_missing_summary(family, capsys):
+    for member in family.glob("m[0-9]*"):
+        (member / "search.json").write_text("{}")
+    (family / "family.json").unlink()
+    err = one_line_error(capsys, ["summary", str(family)], "SEARCH_DIR:", "holds no family.json",
+                         "m1-", "run the same family search again")
+    assert "summary.json" not in err.split(";")[0]
