@@ -216,7 +216,7 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
                                                            finetune=settings, progress=progress).record,
                            earlier_members(folder), progress)
     ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
-    return write_family_export(FamilyExport(folder, str(run.dir.root), run.step, wanted, members, *ends))
+    return write_family_export(FamilyExport(folder, str(run.dir.root.absolute()), run.step, wanted, members, *ends))
 
 
 def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
@@ -248,7 +248,8 @@ def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
                      progress)
                 record = export(arch_file)
                 seconds = round(time.monotonic() - started, 1)
-            members.append({"index": member["index"], "arch_id": record["arch_id"], "export_dir": str(out_dir),
+            members.append({"index": member["index"], "arch_id": record["arch_id"],
+                            "export_dir": str(Path(out_dir).absolute()),
                             "shipped": record.get("shipped"), "val_top1": record["val_top1"],
                             "test_top1": record["test_top1"], "inherited": record.get("inherited"),
                             "finetune": record.get("finetune"), **({"scratch": record["scratch"]} if "scratch" in record

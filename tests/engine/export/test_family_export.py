@@ -287,3 +287,13 @@ def test_a_fine_tune_past_the_ceiling_on_the_command_line_blames_the_flag_not_th
     err = one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family), "--finetune", "1e9"],
                          "--finetune: 1e9 is 1,000,000,000 steps")
     assert "export.finetune.length" not in err
+
+
+def test_family_export_json_records_absolute_paths_whatever_the_working_directory(fresh, monkeypatch):
+    runs, family = fresh
+    monkeypatch.chdir(runs)
+    api.export_family(api.load_run("tiny", runs_dir=".", device="cpu"), family, NO_TUNE, progress=False)
+    written = json.loads((family / api.FAMILY_EXPORT).read_text())
+    assert written["run"] == str(runs / "tiny")
+    assert [m["export_dir"] for m in written["members"]] == [
+        str(runs / "tiny" / "export" / m["arch_id"]) for m in written["members"]]
