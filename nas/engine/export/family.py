@@ -36,6 +36,7 @@ from nas.engine.json_result import JsonResult
 from nas.engine.export.family_record import FAMILY_EXPORT, ExportedMember, read_family_export
 from nas.engine.export.shipped import write_shipped
 from nas.engine.export.shipped_record import short_digest
+from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run import Run, resolve_arch
 from nas.engine.searching.family import read_family
 from nas.engine.untrained import UNTRAINED
@@ -211,11 +212,12 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
     settings = run.config.export.finetune if finetune is None else finetune
     wanted = finetune_settings(settings, run, "export.finetune.length" if finetune is None else "finetune")
     planned = check_family(run, folder, family, export_format)
-    members = ship_members(planned, lambda out_dir, ident: finished(out_dir, ident, run, wanted, export_format),
-                           lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,
-                                                           finetune=settings, progress=progress).record,
-                           earlier_members(folder), progress)
-    ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
+    with stopped_by_sigterm():      # between members and in the final evaluation too: one line, a rerun resumes
+        members = ship_members(planned, lambda out_dir, ident: finished(out_dir, ident, run, wanted, export_format),
+                               lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,
+                                                               finetune=settings, progress=progress).record,
+                               earlier_members(folder), progress)
+        ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
     return write_family_export(FamilyExport(folder, str(run.dir.root.absolute()), run.step, wanted, members, *ends))
 
 

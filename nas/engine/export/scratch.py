@@ -21,7 +21,8 @@ from typing import Any, Mapping
 from nas.core.arch import arch_id
 from nas.core.config import RunConfig, config_spelling
 from nas.core.preprocessing import preprocessing_metadata
-from nas.engine.export import save_export
+from nas.core.locks import folder_lock
+from nas.engine.export import export_lock, save_export
 from nas.engine.export.family import (
     FamilyExport,
     check_family,
@@ -32,6 +33,7 @@ from nas.engine.export.family import (
     write_family_export,
 )
 from nas.engine.export.shipped import write_shipped
+from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run import Run, resolve_arch, standalone_model
 from nas.engine.untrained import untrained_run
 
@@ -110,13 +112,15 @@ def export_family_from_scratch(config: RunConfig, folder: str | Path, export_for
     def export(arch_file: Path) -> dict[str, Any]:
         arch = resolve_arch(run.space, str(arch_file))
         out_dir = run.dir.export(arch_id(arch))
-        record = train_member(run, arch, out_dir, recipe, wanted, progress, export_format)
+        with folder_lock(export_lock(out_dir), f"export folder {out_dir}"):     # as every export into a folder
+            record = train_member(run, arch, out_dir, recipe, wanted, progress, export_format)
         write_shipped(arch_file.parent, out_dir, record)
         return record
 
-    members = ship_members(planned, lambda out_dir, member_id: finished_scratch(out_dir, member_id, wanted,
-                                                                                export_format), export,
-                           earlier_members(folder), progress)
+    with stopped_by_sigterm():      # a training stopped by SIGTERM: one line, and a rerun resumes it
+        members = ship_members(planned, lambda out_dir, member_id: finished_scratch(out_dir, member_id, wanted,
+                                                                                    export_format), export,
+                               earlier_members(folder), progress)
     return write_family_export(FamilyExport(folder, None, 0, {"scratch": wanted}, members, None, None))
 
 

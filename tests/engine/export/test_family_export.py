@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
-from nas import api
+from nas import api, cli
 from nas.core.amounts import format_amount
 from nas.core.arch import arch_id, write_arch_file
 from nas.core.config import FinetuneConfig, load_config
@@ -297,3 +299,25 @@ def test_family_export_json_records_absolute_paths_whatever_the_working_director
     assert written["run"] == str(runs / "tiny")
     assert [m["export_dir"] for m in written["members"]] == [
         str(runs / "tiny" / "export" / m["arch_id"]) for m in written["members"]]
+
+
+@pytest.mark.slow
+def test_sigterm_in_the_family_exports_final_evaluation_is_one_line_and_a_rerun_finishes(fresh, capsys, monkeypatch):
+    runs, family = fresh
+    argv = ["export", str(runs / "tiny"), "--family", str(family), "--finetune", "0"]
+
+    def terminated(signum, frame):
+        raise AssertionError("SIGTERM reached a handler the family export did not install")
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(family_module, "_inherited", lambda *a: os.kill(os.getpid(), signal.SIGTERM))
+            assert cli.main(argv) == 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    last = capsys.readouterr().err.strip().splitlines()[-1]       # after the progress bar's lines
+    assert last.startswith("nas export: stopped: SIGTERM:") and "run the same nas export again" in last, last
+    assert not (family / api.FAMILY_EXPORT).exists()
+    assert cli.main(argv + ["--json"]) == 0
+    assert [m["kept"] for m in json.loads(capsys.readouterr().out)["members"]] == [True, True]
