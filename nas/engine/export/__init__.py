@@ -272,13 +272,14 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     arch = resolve_arch(run.space, arch)
     out_dir = Path(os.path.abspath(out if out is not None else run.dir.export(arch_id(arch))))
     check_export_dir(out_dir, "out" if out is not None else "RUN", run.space.params(arch))
-    with stopped_by_sigterm(), folder_lock(export_lock(out_dir), f"export folder {out_dir}"):
+    with stopped_by_sigterm(), folder_lock(export_lock(out_dir), f"export folder {out_dir}", remove=True):
         return _export_subnet(run, arch, folder, out_dir, export_format, finetune, progress)
 
 
 def export_lock(out_dir: str | Path) -> Path:
     """The folder whose lock an export into `out_dir` holds (beside it: the export folder itself is
-    replaced), so that two exports into one folder never both say they exported."""
+    replaced), so that two exports into one folder never both say they exported; removed once the
+    export ends."""
     out_dir = Path(os.path.abspath(out_dir))
     return out_dir.with_name(f".{out_dir.name}.exporting")
 

@@ -112,7 +112,7 @@ def export_family_from_scratch(config: RunConfig, folder: str | Path, export_for
     def export(arch_file: Path) -> dict[str, Any]:
         arch = resolve_arch(run.space, str(arch_file))
         out_dir = run.dir.export(arch_id(arch))
-        with folder_lock(export_lock(out_dir), f"export folder {out_dir}"):     # as every export into a folder
+        with folder_lock(export_lock(out_dir), f"export folder {out_dir}", remove=True):    # as every export does
             record = train_member(run, arch, out_dir, recipe, wanted, progress, export_format)
         write_shipped(arch_file.parent, out_dir, record)
         return record

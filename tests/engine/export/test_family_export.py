@@ -299,6 +299,8 @@ def test_family_export_json_records_absolute_paths_whatever_the_working_director
     assert written["run"] == str(runs / "tiny")
     assert [m["export_dir"] for m in written["members"]] == [
         str(runs / "tiny" / "export" / m["arch_id"]) for m in written["members"]]
+    assert sorted(p.name for p in (runs / "tiny" / "export").iterdir()) == sorted(
+        m["arch_id"] for m in written["members"]), "an export left something beside it (a lock folder)"
 
 
 @pytest.mark.slow
