@@ -31,6 +31,7 @@ from nas.core.config import FinetuneConfig
 from nas.core.errors import NasError, RecordError, SearchError
 from nas.core.files import write_json
 from nas.core.schema import number_in
+from nas.core.wording import command
 from nas.engine.export import check_export_dir, check_format, export_subnet
 from nas.engine.json_result import JsonResult
 from nas.engine.export.family_record import FAMILY_EXPORT, ExportedMember, read_family_export
@@ -181,7 +182,7 @@ def check_member_arch(run: Run, family: Mapping[str, Any], member: Mapping[str, 
         raise SearchError(f"family: member {member['index']}: {arch_file} holds the arch {found}, family.json names "
                           f"{member['arch_id']} (the search's answer): the file was changed since the search; put "
                           "the search's answer back (search the family again), or export that arch on its own with "
-                          f"nas export RUN --arch {arch_file}")
+                          + command("export", "RUN", arch=arch_file))
     budgets = {**family["other_budgets"], family["cost"]: member["budget"]}
     costs = {"macs": run.space.macs, "params": run.space.params}
     for cost, budget in budgets.items():

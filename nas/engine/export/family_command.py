@@ -13,6 +13,8 @@ from typing import Any, Mapping, Sequence
 
 from nas.engine.untrained import UNTRAINED
 
+FLAGS = dict(family="--family", length="--finetune", lr="--finetune-lr", distill="--distill")   # a report's command
+
 
 def export_target(family: Mapping[str, Any], exported: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """What `nas export TARGET --family DIR` names: the run family_export.json records (where it
@@ -48,17 +50,17 @@ def finetune_flags(settings: Mapping[str, Any] | None) -> list[str]:
     if settings is None or "scratch" in settings:
         return []
     if not settings.get("steps"):
-        return ["--finetune", "0"]
-    flags = ["--finetune", str(settings.get("length") or settings["steps"])]
+        return [FLAGS["length"], "0"]
+    flags = [FLAGS["length"], str(settings.get("length") or settings["steps"])]
     if settings.get("lr") is not None:
-        flags += ["--finetune-lr", str(settings["lr"])]
-    return flags + (["--distill"] if settings.get("distill") else [])
+        flags += [FLAGS["lr"], str(settings["lr"])]
+    return flags + ([FLAGS["distill"]] if settings.get("distill") else [])
 
 
 def export_command(folder: str | Path, family: Mapping[str, Any], exported: Mapping[str, Any],
                    rows: Sequence[Mapping[str, Any]]) -> str:
     """`nas export TARGET --family DIR [fine-tune options]`: finishes the family as it was begun."""
-    words = ["nas", "export", export_target(family, exported, rows), "--family", str(folder),
+    words = ["nas", "export", export_target(family, exported, rows), FLAGS["family"], str(folder),
              *finetune_flags(shipped_settings(exported, rows))]
     return " ".join(shlex.quote(word) if word not in ("RUN", "CONFIG") else word for word in words)
 

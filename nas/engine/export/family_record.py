@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from nas.core.records import field_problems, read_record
 from nas.core.schema import number_in
+from nas.core.wording import command
 
 FAMILY_EXPORT = "family_export.json"
 SHIPPED_KINDS = Literal["finetuned", "inherited", "scratch"]
@@ -83,7 +84,8 @@ def read_family_export(folder: str | Path, param: str = "SEARCH_DIR") -> FamilyE
     if not path.is_file():
         return None
     return read_record(FamilyExportRecord, path, param=param,
-                       fix=f"delete it and export the family again (nas export RUN --family {folder}) to rewrite it")
+                       fix=f"delete it and export the family again ({command('export', 'RUN', family=folder)}) to "
+                       "rewrite it")
 
 
 __all__ = ["FAMILY_EXPORT", "ExportedMember", "FamilyExportRecord", "SubnetEnd", "read_family_export"]

@@ -89,8 +89,8 @@ def check_family_json_kept(folder: str | Path) -> None:
     if members:
         raise SearchError(f"SEARCH_DIR: {folder} holds no family.json, beside the member folders "
                           f"{', '.join(members[:3])}{' ...' if len(members) > 3 else ''}: a family search's folder whose "
-                          "family.json is gone; run the same family search again (nas search ... --out "
-                          f"{folder}) to write it, or summarise one member (nas summary {folder / members[0]})")
+                          "family.json is gone; run the same family search again into this folder to write it, or "
+                          f"summarise one member (nas summary {folder / members[0]})")
 
 
 def _run_note(run: Path) -> str | None:
