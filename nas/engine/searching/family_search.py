@@ -192,7 +192,8 @@ def _check_resumed(folder: Path, record: dict[str, Any]) -> None:
     stored = read_family(folder)
     keys = ("cost", "budgets", "other_budgets", "searcher", "score", "seed")     # more trials continue it
     diffs = [f"{key} {stored.get(key)} there, {record[key]} now" for key in keys if stored.get(key) != record[key]]
-    if weights_identity(stored.get("source")) != weights_identity(record["source"], like=stored.get("source")):
+    before = stored.get("source")
+    if weights_identity(before, like=before) != weights_identity(record["source"], like=before):
         diffs.append(f"source {stored.get('source')} there, {record['source']} now")
     if diffs:
         raise ConfigError(f"{folder}: a family searched with other settings ({'; '.join(diffs)})", param="out",

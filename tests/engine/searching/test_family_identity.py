@@ -43,3 +43,14 @@ def test_other_weights_at_the_same_step_are_another_family(trained, favours_max,
     (tmp_path / "fam" / "family.json").write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="a family searched with other settings"):
         _family(run, tmp_path / "fam")
+
+
+def test_a_family_searched_before_the_weights_digest_existed_continues(trained, favours_max, tmp_path):
+    runs = copy_run(trained, "tiny", tmp_path)
+    run = api.load_run(runs / "tiny", device="cpu")
+    _family(run, tmp_path / "fam")
+    data = read_family(tmp_path / "fam")
+    del data["source"]["weights"]
+    (tmp_path / "fam" / "family.json").write_text(json.dumps(data))
+    favours_max.clear()
+    assert _family(run, tmp_path / "fam").new == 0 and favours_max == []
