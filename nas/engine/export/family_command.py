@@ -18,10 +18,11 @@ FLAGS = dict(family="--family", length="--finetune", lr="--finetune-lr", distill
 
 def export_target(family: Mapping[str, Any], exported: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """What `nas export TARGET --family DIR` names: the run family_export.json records (where it
-    was exported from last), else the run the family was searched on while that folder is there;
+    was exported from last), else the run the family was searched on, while that folder is there
+    (a run moved since: `RUN`);
     the config (`family.json`'s `config`) for a family trained alone or searched untrained; `RUN`
     or `CONFIG` where no record says."""
-    if exported.get("run"):
+    if exported.get("run") and Path(exported["run"]).is_dir():
         return str(exported["run"])
     source = family.get("source") if isinstance(family.get("source"), Mapping) else None
     alone = any(row.get("shipped") == "scratch" for row in rows) or "scratch" in (exported.get("finetune") or {})
