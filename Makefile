@@ -11,7 +11,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FASHION_MNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 CONFIG ?= fashion_mnist_mbv3
-RUN ?= fashion_mnist_mbv3
+# The run folder follows the config (runs/fashion_mnist_cell201 for CONFIG=fashion_mnist_cell201).
+RUN ?= $(basename $(notdir $(CONFIG)))
 # The family: one subnet per MACs budget, at 35%, 50% and 75% of the way from the min to the max
 # subnet; evaluations per member (an arch a smaller member evaluated is not evaluated again).
 MEMBERS ?= 35%,50%,75%
@@ -78,12 +79,15 @@ run-supernet:
 		$(BIN)/nas train $(CONFIG) --name $(RUN); \
 	fi
 	$(BIN)/nas search $(RUN) --searcher evolution --max-macs $(MEMBERS) --trials $(TRIALS) $(FINALIST_FLAGS) --out $(FAMILY)
-	$(BIN)/nas export $(RUN) --family $(FAMILY) --finetune $(FINETUNE)
+	$(BIN)/nas export runs/$(RUN) --family $(FAMILY) --finetune $(FINETUNE)
 	$(BIN)/nas summary $(FAMILY)
 
+# A shipped config by name is spelt NAME.yaml here: the name alone would mean a run of that name.
+CONFIG_FILE := $(if $(suffix $(CONFIG)),$(CONFIG),$(CONFIG).yaml)
+
 run-alone:
-	$(BIN)/nas search $(CONFIG) --searcher evolution --max-macs $(MEMBERS) --trials $(TRIALS) --out $(FAMILY)
-	$(BIN)/nas export $(CONFIG) --family $(FAMILY)
+	$(BIN)/nas search $(CONFIG_FILE) --searcher evolution --max-macs $(MEMBERS) --trials $(TRIALS) --out $(FAMILY)
+	$(BIN)/nas export $(CONFIG_FILE) --family $(FAMILY)
 	$(BIN)/nas summary $(FAMILY)
 
 # Two pytest workers of one thread each: the suite's torch processes share the 2 cores. Both list

@@ -218,7 +218,14 @@ def cmd_export_family(args: argparse.Namespace) -> int:
     if args.out is not None:
         raise ConfigError("--out: a family's members are exported to runs/NAME/export/<arch_id>, as one export each; "
                           "leave --out out with --family")
-    if api.names_a_run(args.run, args.runs_dir) or not _names_a_config(args.run):
+    is_run, is_config = api.names_a_run(args.run, args.runs_dir), _names_a_config(args.run)
+    if is_run and is_config:
+        run_dir = Path(args.run) if Path(args.run).is_dir() else Path(args.runs_dir) / args.run
+        raise ConfigError(f"RUN: {args.run} names both the run {run_dir} and the shipped config {args.run}; say "
+                          f"which: nas export {run_dir} --family {args.family} (the run: each member fine-tuned "
+                          f"from its supernet) or nas export {Path(args.run).stem}.yaml --family {args.family} (the "
+                          "config: each member trained alone from scratch)")
+    if is_run or not is_config:
         run = api.load_run(args.run, args.runs_dir, args.checkpoint, args.device)
         result = api.export_family(run, args.family, _finetune_settings(args, run), args.format)
     else:      # a config: each member trained alone from scratch with its recipe
@@ -227,6 +234,9 @@ def cmd_export_family(args: argparse.Namespace) -> int:
         if given:
             raise ConfigError(f"{given[0]}: the members of a config's family are trained alone from scratch with the "
                               "config's recipe; fine-tune options apply to a trained run")
+        if args.checkpoint != "last.pt":     # the default: given otherwise, it is a run's
+            raise ConfigError(f"--checkpoint: {args.run} is a config, which has no checkpoint (its family's members "
+                              "are trained alone from scratch); --checkpoint applies to a trained run")
         result = api.export_family_from_scratch(api.load_config(args.run), args.family, args.format, args.device)
     if args.json:
         _print_json(result.to_json())
@@ -408,6 +418,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         summary = api.summarise_family(args.search_dir)
         print(json.dumps(summary, indent=2) if args.json else api.format_family_summary(summary))
         return 0
+    api.check_family_json_kept(args.search_dir)
     summary = api.search_summary(args.search_dir)
     shipped, stale = api.shipped_status(args.search_dir, summary["arch_id"])
     if args.json:

@@ -247,3 +247,41 @@ def test_the_published_supernets_come_from_where_the_page_says():
     assert f"`{base}NAME`" in page
     for name in ("ofa_mbv3_d234_e346_k357_w1.0", "ofa_mbv3_d234_e346_k357_w1.2"):
         assert f'"{name}"' in source and f"`{name}`" in page
+
+
+def test_the_family_folder_examples_are_the_names_a_family_search_gives():
+    """Each example of a family folder (`OUT/m1-macs3.289M/` ... annotated with the budgets and the
+    config it is of) names the member folders `member_dir` gives those budgets on that config."""
+    from nas import api
+    from nas.engine.searching.family import member_dir
+
+    examples = 0
+    for page in PAGES:
+        for block in fenced(page, ("",)) + [page.read_text()]:
+            given = re.search(r"--max-macs (\S+) on (\w+):", block)
+            names = re.findall(r"OUT/(m\d+-macs\S+?)/", block)
+            if not given or not names:
+                continue
+            space = api.build_space(api.load_config(given.group(2)))
+            low, high = space.macs(space.min()), space.macs(space.max())
+            budgets = [api.resolve_budget(spec, low, high, "max_macs") for spec in given.group(1).split(",")]
+            assert names == [member_dir(k, "macs", b) for k, b in enumerate(budgets[:len(names)], 1)], _name(page)
+            examples += 1
+    assert examples, "no family folder example found"
+
+
+@pytest.mark.parametrize("where, command", [(p, c) for p, c in all_commands() if c.startswith("make ")])
+def test_every_make_variable_named_is_the_makefiles(where, command):
+    makefile = (ROOT / "Makefile").read_text()
+    for name in re.findall(r"\b([A-Z_]+)=", command):
+        assert re.search(rf"^{name} [?:]?=", makefile, re.MULTILINE), f"{where}: `{command}`: the Makefile has no {name}"
+
+
+def test_no_documented_command_takes_a_shipped_config_by_a_name_a_run_can_have():
+    """`nas export NAME --family` and the cheaper path's search spell a shipped config NAME.yaml:
+    after a run named NAME, the bare name means that run (`nas export` refuses it)."""
+    from nas.core.config import shipped_configs
+
+    bare = [(where, command) for where, command in all_commands()
+            if (words := nas_arguments(command)) and "--family" in words and words[1] in shipped_configs()]
+    assert not bare, bare

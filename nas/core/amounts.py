@@ -35,3 +35,11 @@ def format_amount(value: float) -> str:
         if abs(value) >= _SUFFIX[suffix]:
             return f"{value / _SUFFIX[suffix]:.2f}{suffix}"
     return f"{value:g}"
+
+
+def format_share(fraction: float) -> str:
+    """A share as a percentage that never reads 0% for a non-zero share: `25%`, `1%`, `0.47%`, `0.005%`."""
+    percent = 100 * fraction
+    if percent == 0 or percent >= 1:
+        return f"{percent:.0f}%"
+    return f"{percent:.2g}%"

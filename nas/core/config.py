@@ -526,6 +526,16 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
                       f"{did_you_mean(path.stem, shipped_configs())}; shipped: {', '.join(shipped_configs())}")
 
 
+def config_spelling(config: RunConfig) -> str | None:
+    """How a command names `config`'s file unambiguously: `NAME.yaml` for a shipped config (never
+    a run's name: the run NAME is spelt `runs/NAME`), else its path; None for a config built
+    from a dict."""
+    if config.source == "<dict>":
+        return None
+    path = Path(config.source)
+    return path.name if path.parent.resolve() == CONFIG_DIR.resolve() else str(path)
+
+
 def parse_overrides(overrides: list[str] | tuple[str, ...]) -> list[tuple[str, Any]]:
     """`key.path=value` strings as (path, parsed value) pairs."""
     parsed = []

@@ -119,6 +119,10 @@ class RunError(NasError):
     """A run directory that does not exist or cannot be used as asked."""
 
 
+class RecordError(NasError):
+    """A damaged record that a command wrote (a JSON file in a run, search or family folder; names the file)."""
+
+
 class PathError(NasError):
     """A folder or file the user named that cannot be written or read as asked (names the parameter)."""
 

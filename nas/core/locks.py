@@ -5,8 +5,10 @@ claims on pieces of work (`Claims`), so processes on one or several machines spl
 identity there (`nas.core.processes`); a second process gets a one-line `RunError` naming the
 holder's PID (and its host when it runs elsewhere). The kernel drops the lock
 when its process ends, however it ends (exit, exception, signal, SIGKILL), so a stale `.lock`
-file never blocks anyone; the file is left in place (removing it would race with a process
-that just opened it).
+file never blocks anyone. The file is left in place, unless `remove` asks its holder to delete
+it (and its folder, when that exists only to be locked) before releasing it: a process that
+opened it just before then finds, once it holds the lock, that the path no longer names that
+file, and locks the path anew.
 """
 from __future__ import annotations
 
@@ -41,34 +43,58 @@ def _holder(fd: int) -> str:
 
 
 @contextmanager
-def folder_lock(folder: str | Path, what: str) -> Iterator[Path]:
+def folder_lock(folder: str | Path, what: str, remove: bool = False) -> Iterator[Path]:
     """Hold an exclusive lock on `folder` (created if missing) for the block; yields the lock file.
 
     Args:
         folder: The folder to lock (a run, a search).
         what: How the error names it, e.g. "run" or "search".
+        remove: Delete the lock file, and the folder if then empty, before releasing the lock (a
+            folder that exists only to be locked). Safe: a process that locks a file already
+            unlinked sees that the path no longer names it and opens the path again.
 
     Raises:
         RunError: Another process holds the lock (the message names its PID).
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    while True:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:       # the folder was removed by its holder meanwhile
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunError(f"{folder}: this {what} is in use by {_holder(fd)} (lock {path}); wait for it to finish "
+            holder = _holder(fd)
+            os.close(fd)
+            raise RunError(f"{folder}: this {what} is in use by {holder} (lock {path}); wait for it to finish "
                            f"or stop it") from None
+        if _still_named(fd, path):
+            break
+        os.close(fd)        # its holder removed it meanwhile: lock the path's new file
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{this_process().to_text()}\n".encode(), 0)
         try:
             yield path
         finally:
+            if remove:
+                path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):      # not empty, or already gone
+                    folder.rmdir()
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _still_named(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd` (not unlinked or replaced since)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 # -- claims: one process at a time per piece of work, across machines --------------------------

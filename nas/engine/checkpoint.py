@@ -76,6 +76,14 @@ def payload_digest(state: Mapping[str, Any]) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
+def weights_digest(model_state: Mapping[str, Any]) -> str:
+    """`sha256:<hex>` of a model's state dict alone (names, dtypes, shapes, bytes): what identifies
+    a run's trained weights wherever its folder lies (a retrained run at the same step has others)."""
+    digest = hashlib.sha256()
+    _feed(digest, dict(model_state))
+    return f"sha256:{digest.hexdigest()}"
+
+
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
     """Write `state` to `path` atomically, with its digest; refuses NaN or infinite tensors."""
     path = Path(path)

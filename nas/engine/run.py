@@ -20,7 +20,7 @@ from nas.core.arch import Arch, read_arch_file
 from nas.core.config import RunConfig, load_config
 from nas.core.errors import ArchError, CheckpointError, DataError, clip
 from nas.core.registry import SPACES, STRATEGIES, load_plugins
-from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail
+from nas.engine.checkpoint import LAST, check_config, load_checkpoint, mismatch_detail, weights_digest
 from nas.engine.data.build import build_source
 from nas.engine.data.datasets import ImageSplits, dataset_info, load_dataset
 from nas.engine.data.sources import DataSource
@@ -74,7 +74,9 @@ def load_source(config: RunConfig, device: torch.device | None = None) -> DataSo
 
 @dataclass
 class Run:
-    """A trained run: its config, its strategy (with the trained weights, on `device`) and an evaluator."""
+    """A trained run: its config, its strategy (with the trained weights, on `device`) and an evaluator.
+    `weights` (`weights_digest` of the checkpoint's model) identifies the trained weights, None for
+    an untrained config's run."""
 
     dir: RunDir
     config: RunConfig
@@ -82,6 +84,7 @@ class Run:
     step: int
     checkpoint: Path
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    weights: str | None = None
     _splits: ImageSplits | None = field(default=None, repr=False)
     _data: DataSource | None = field(default=None, repr=False)
     _evaluator: Evaluator | None = field(default=None, repr=False)
@@ -148,7 +151,7 @@ def load_run(path_or_name: str | Path, runs_dir: str | Path = DEFAULT_RUNS_DIR, 
     load_weights(strategy, state, path, run_dir.config)
     memory_format = torch.channels_last if config.train.channels_last else torch.contiguous_format
     strategy.model.to(device, memory_format=memory_format).eval()
-    return Run(run_dir, config, strategy, int(state["step"]), path, device)
+    return Run(run_dir, config, strategy, int(state["step"]), path, device, weights=weights_digest(state["model"]))
 
 
 def load_weights(strategy: Strategy, state: Mapping[str, Any], path: Path, config_path: Path) -> None:

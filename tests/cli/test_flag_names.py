@@ -152,6 +152,7 @@ COMMAND_LINES_KEPT = {
     "nas/engine/searching/summary.py": "no finalists stage",           # the search summary
     "nas/engine/export/family_summary.py": "nas export ",   # the family table's commands (a report for people)
     "nas/engine/export/scratch.py": " DIR",   # the cheaper path's two commands (DIR: the family folder), a note
+    "nas/engine/export/family_command.py": "# a report's command",   # the family table's command that finishes it
 }
 
 

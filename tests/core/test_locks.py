@@ -199,3 +199,21 @@ def test_a_fresh_claim_made_during_a_takeover_is_put_back(tmp_path, monkeypatch)
         assert winner.try_take(path)
         assert not slow._remove_stale(path, b"elsewhere 1 stale\n")
         assert path.read_text() == f"{winner.token}\n" and list(tmp_path.iterdir()) == [path]
+
+
+def test_a_removed_lock_leaves_nothing_and_one_opened_before_its_removal_is_not_held(tmp_path):
+    from nas.core.locks import LOCK_FILE, _still_named
+
+    folder = tmp_path / ".m.exporting"
+    with folder_lock(folder, "export folder", remove=True) as path:
+        early = os.open(path, os.O_RDWR)       # a second process that opened the file before the holder removed it
+    assert not folder.exists()
+    try:
+        assert not _still_named(early, folder / LOCK_FILE)
+        with folder_lock(folder, "export folder", remove=True) as again:     # the path's new file, lockable
+            fresh = os.open(again, os.O_RDWR)
+            assert _still_named(fresh, again)
+            os.close(fresh)
+    finally:
+        os.close(early)
+    assert not folder.exists()

@@ -52,7 +52,8 @@ def plant_family(run: api.Run, out: Path, budgets: Sequence[str] = ("20%", "80%"
                         "latency_ms": None, "val_top1": result.val_top1, "score": result.score,
                         "score_value": result.score_value})
         if run.step:
-            source = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step}
+            source = {"run": str(run.dir.root), "checkpoint": run.checkpoint.name, "step": run.step,
+                      "weights": run.weights}
     family = {"kind": "family", "cost": "macs", "budget_specs": list(budgets),
               "budgets": [m["budget"] for m in members], "other_budgets": {}, "members": members,
               "searcher": "random", "score": score, "score_reason": f"the score {score}", "seed": 0, "trials": trials,

@@ -253,13 +253,14 @@ def export_subnet(run: Run, arch: str | Mapping[str, Any], out: str | Path | Non
     arch = resolve_arch(run.space, arch)
     out_dir = Path(os.path.abspath(out if out is not None else run.dir.export(arch_id(arch))))
     check_export_dir(out_dir, "out" if out is not None else "RUN", run.space.params(arch))
-    with stopped_by_sigterm(), folder_lock(export_lock(out_dir), f"export folder {out_dir}"):
+    with stopped_by_sigterm(), folder_lock(export_lock(out_dir), f"export folder {out_dir}", remove=True):
         return _export_subnet(run, arch, folder, out_dir, export_format, finetune, progress)
 
 
 def export_lock(out_dir: str | Path) -> Path:
     """The folder whose lock an export into `out_dir` holds (beside it: the export folder itself is
-    replaced), so that two exports into one folder never both say they exported."""
+    replaced), so that two exports into one folder never both say they exported; removed once the
+    export ends."""
     out_dir = Path(os.path.abspath(out_dir))
     return out_dir.with_name(f".{out_dir.name}.exporting")
 
@@ -296,7 +297,8 @@ def _export_subnet(run: Run, arch: dict[str, Any], folder: Path | None, out_dir:
     metrics = {**shipped, "shipped": "finetuned" if finetuned else "inherited", "inherited": inherited,
                "finetune": finetuned, "cheaper": cheaper, "warning": warning, "step": run.step,
                "checkpoint": run.checkpoint.name, "run": str(run.dir.root.resolve()),
-               "space_fingerprint": run.space.fingerprint(), "search": _search_record(folder, run)}
+               "space_fingerprint": run.space.fingerprint(), "weights": run.weights,
+               "search": _search_record(folder, run)}
     preprocessing = preprocessing_metadata(run.space.input_size(arch), run.data.mean, run.data.std,
                                            run.space.interpolation)
     with run.evaluator.prepared(arch) as supernet:     # recalibrated statistics are what gets exported
@@ -318,7 +320,8 @@ def _search_record(folder: Path | None, run: Run) -> dict[str, Any] | None:
     if folder is None:
         return None
     source = search_source(folder)
-    foreign = foreign_export(source, run.dir.root, run.space.fingerprint())
+    foreign = foreign_export(source, {"run": str(run.dir.root), "space_fingerprint": run.space.fingerprint(),
+                                      "weights": run.weights, "step": run.step})
     if foreign is not None:
         return {"dir": str(folder), "recorded": False,
                 "note": f"not recorded as the shipped model of the search {folder}: {foreign}"}

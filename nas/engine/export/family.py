@@ -7,11 +7,14 @@ same arch by `nas export RUN --arch MEMBER/best.yaml` (and it writes that member
 `shipped.json` too). Then `family_export.json` in the family folder lists what was shipped.
 
 Everything is checked before any training: the folder is a family, the run is the one it was
-searched on (same space fingerprint; same checkpoint step when it was searched on trained
-weights), every member's arch file is there and every export folder can be written. The export
-resumes member by member: a member whose export folder already holds the same arch exported
-from the same run step with the same fine-tune settings is kept, not trained again; a member
-killed inside its fine-tune resumes that fine-tune (`nas.engine.export.finetune`).
+searched on (same space fingerprint; when it was searched on trained weights, the same step and
+the same weights, by their digest: another run or a retrained one is refused, a moved run is
+not), every member's arch file is there and every export folder can be written. A family
+searched on an untrained config (a zero-cost score) measured no weights: any trained run of its
+space exports it. The export resumes member by member: a member whose export folder already
+holds the same arch exported from the same weights with the same fine-tune settings is kept, not
+trained again; a member killed inside its fine-tune resumes that fine-tune
+(`nas.engine.export.finetune`).
 """
 from __future__ import annotations
 
@@ -20,19 +23,25 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
+from nas.core.amounts import format_amount
 from nas.core.arch import arch_id
 from nas.core.config import FinetuneConfig
-from nas.core.errors import NasError, SearchError
+from nas.core.errors import NasError, RecordError, SearchError
 from nas.core.files import write_json
+from nas.core.schema import number_in
+from nas.core.wording import command
 from nas.engine.export import check_export_dir, check_format, export_subnet
 from nas.engine.json_result import JsonResult
-from nas.engine.export.shipped import read_shipped, write_shipped
+from nas.engine.export.family_record import FAMILY_EXPORT, ExportedMember, read_family_export
+from nas.engine.export.shipped import write_shipped
+from nas.engine.export.shipped_record import short_digest
+from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run import Run, resolve_arch
 from nas.engine.searching.family import read_family
+from nas.engine.untrained import UNTRAINED
 
-FAMILY_EXPORT = "family_export.json"
 SEARCH_SETTINGS = "search.json"
 
 
@@ -70,12 +79,13 @@ def read_family_file(folder: str | Path, param: str = "family") -> dict[str, Any
     return family
 
 
-def finetune_settings(settings: FinetuneConfig, run: Run) -> dict[str, Any]:
-    """The fine-tune every member gets, as recorded: length, optimiser steps, peak lr, distill, seed."""
+def finetune_settings(settings: FinetuneConfig, run: Run, what: str = "export.finetune.length") -> dict[str, Any]:
+    """The fine-tune every member gets, as recorded: length, optimiser steps, peak lr, distill, seed
+    (a length past the ceiling is an error naming `what`: the config's key, or `finetune`)."""
     from nas.engine.export.finetune import finetune_steps, run_length
 
     run_steps, epoch_steps = run_length(run)
-    steps = finetune_steps(settings.length, run_steps, epoch_steps) if settings.enabled else 0
+    steps = finetune_steps(settings.length, run_steps, epoch_steps, what) if settings.enabled else 0
     lr = run.config.train.optimizer.lr if settings.lr is None else settings.lr
     return {"length": str(settings.length), "steps": steps, "lr": lr if steps else None,
             "distill": settings.distill if steps else False, "seed": settings.seed}
@@ -85,7 +95,7 @@ def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, An
              export_format: str = "pt2") -> dict[str, Any] | None:
     """The metrics.json of `export_dir` when it is `member_id` exported from this run's step with
     the `wanted` fine-tune (`finetune_settings`) in `export_format`, else None."""
-    if export_format == "onnx" and not (export_dir / "model.onnx").is_file():
+    if not has_format(export_dir, export_format):
         return None
     try:
         record = json.loads((export_dir / "metrics.json").read_text())
@@ -93,13 +103,45 @@ def finished(export_dir: Path, member_id: str, run: Run, wanted: Mapping[str, An
         return None
     if not isinstance(record, dict) or record.get("arch_id") != member_id or record.get("step") != run.step:
         return None
-    if not isinstance(record.get("run"), str) or Path(record["run"]).resolve() != run.dir.root.resolve():
+    if not same_weights(record, run):
         return None
     tuned = record.get("finetune")
     if not wanted["steps"]:
         return record if tuned is None else None
     same = isinstance(tuned, dict) and all(tuned.get(key) == wanted[key] for key in ("steps", "lr", "distill", "seed"))
     return record if same else None
+
+
+def has_format(export_dir: Path, export_format: str) -> bool:
+    """Whether `export_dir` holds the files of `export_format` (`model.onnx` for onnx) beside the export."""
+    return export_format != "onnx" or (export_dir / "model.onnx").is_file()
+
+
+def same_weights(record: Mapping[str, Any], run: Run) -> bool:
+    """Whether an export's metrics (`record`) come from `run`'s weights: by their digest where the
+    record has one (wherever the run lies now), else by the run's folder."""
+    if isinstance(record.get("weights"), str) and run.weights is not None:
+        return record["weights"] == run.weights
+    return isinstance(record.get("run"), str) and Path(record["run"]).resolve() == run.dir.root.resolve()
+
+
+def check_source(run: Run, folder: Path, source: Any) -> None:
+    """Refuse, in one line naming `family`, a run whose weights are not those the family in
+    `folder` was searched on (`source`: family.json's): another step, or other weights at that
+    step (another run, or the run trained again). A family searched on an untrained config
+    (`source` None or untrained) was measured on no weights: any run of its space exports it."""
+    if not isinstance(source, Mapping) or source.get("checkpoint") == UNTRAINED:
+        return
+    if source.get("step") != run.step:
+        raise SearchError(f"{folder} was searched on {source.get('run')} at step {source.get('step')} "
+                          f"({source.get('checkpoint')}), this run holds step {run.step} ({run.checkpoint.name})",
+                          param="family", fix="export it from that checkpoint, or search the family again on this one")
+    weights = source.get("weights")
+    if isinstance(weights, str) and run.weights is not None and weights != run.weights:
+        raise SearchError(f"{folder} was searched on the weights {short_digest(weights)} at step {run.step}, this run "
+                          f"({run.dir.root}) holds the weights {short_digest(run.weights)} at that step: another run, "
+                          "or the run trained again", param="family",
+                          fix="export it from the run it was searched on, or search the family again on this one")
 
 
 def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_format: str, dir_param: str = "RUN"
@@ -124,10 +166,31 @@ def check_family(run: Run, folder: Path, family: Mapping[str, Any], export_forma
             arch = resolve_arch(run.space, str(arch_file))
         except NasError as e:
             raise SearchError(f"family: member {member['index']}: {arch_file}: {e.problem}") from None
+        check_member_arch(run, family, member, arch, arch_file)
         out_dir = run.dir.export(arch_id(arch))
         check_export_dir(out_dir, dir_param, run.space.params(arch))
         planned.append((member, arch_file, out_dir))
     return planned
+
+
+def check_member_arch(run: Run, family: Mapping[str, Any], member: Mapping[str, Any], arch: Mapping[str, Any],
+                      arch_file: Path) -> None:
+    """Refuse, in one line naming `family`, a member whose `best.yaml` is not the arch family.json
+    names (edited since the search) or whose arch exceeds the member's MACs or params budget."""
+    found = arch_id(arch)
+    if found != member["arch_id"]:
+        raise SearchError(f"family: member {member['index']}: {arch_file} holds the arch {found}, family.json names "
+                          f"{member['arch_id']} (the search's answer): the file was changed since the search; put "
+                          "the search's answer back (search the family again), or export that arch on its own with "
+                          + command("export", "RUN", arch=arch_file))
+    budgets = {**family["other_budgets"], family["cost"]: member["budget"]}
+    costs = {"macs": run.space.macs, "params": run.space.params}
+    for cost, budget in budgets.items():
+        if cost in costs and isinstance(budget, (int, float)) and costs[cost](arch) > budget:
+            raise SearchError(f"family: member {member['index']}: {arch_file}: the arch {found} costs "
+                              f"{format_amount(costs[cost](arch))} {cost}, above the member's {cost} budget "
+                              f"{format_amount(budget)}: family.json was changed since the search; search the family "
+                              "again")
 
 
 def _fingerprint(member_dir: Path) -> str | None:
@@ -146,29 +209,27 @@ def export_family(run: Run, folder: str | Path, finetune: FinetuneConfig | None 
     `folder/family_export.json`. A tqdm bar over the members on stderr when `progress`."""
     folder = Path(folder)
     family = read_family_file(folder)
-    source = family.get("source")
-    if isinstance(source, Mapping) and source.get("step") != run.step:
-        raise SearchError(f"{folder} was searched on {source.get('run')} at step {source.get('step')} "
-                          f"({source.get('checkpoint')}), this run holds step {run.step} ({run.checkpoint.name})",
-                          param="family", fix="export it from that checkpoint, or search the family again on this one")
+    check_source(run, folder, family.get("source"))
     settings = run.config.export.finetune if finetune is None else finetune
-    wanted = finetune_settings(settings, run)
+    wanted = finetune_settings(settings, run, "export.finetune.length" if finetune is None else "finetune")
     planned = check_family(run, folder, family, export_format)
-    members = ship_members(planned, lambda out_dir, ident: finished(out_dir, ident, run, wanted, export_format),
-                           lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,
-                                                           finetune=settings, progress=progress).record,
-                           previous_seconds(folder), progress)
-    ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
-    return write_family_export(FamilyExport(folder, str(run.dir.root), run.step, wanted, members, *ends))
+    with stopped_by_sigterm():      # between members and in the final evaluation too: one line, a rerun resumes
+        members = ship_members(planned, lambda out_dir, ident: finished(out_dir, ident, run, wanted, export_format),
+                               lambda arch_file: export_subnet(run, str(arch_file), export_format=export_format,
+                                                               finetune=settings, progress=progress).record,
+                               earlier_members(folder), progress)
+        ends = [_inherited(run, arch) for arch in (run.space.min(), run.space.max())]
+    return write_family_export(FamilyExport(folder, str(run.dir.root.absolute()), run.step, wanted, members, *ends))
 
 
 def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
                  is_finished: Callable[[Path, str], dict[str, Any] | None], export: Callable[[Path], dict[str, Any]],
-                 before: Mapping[str, float], progress: bool) -> list[dict[str, Any]]:
+                 earlier: Sequence[ExportedMember], progress: bool) -> list[dict[str, Any]]:
     """Export each planned (member, arch file, export folder) with `export(arch_file)` (which
     returns the export's metrics), unless `is_finished(export folder, arch_id)` gives the
     metrics of an export to keep; a tqdm bar over the members when `progress`. Returns the
-    entries of family_export.json (`before`: arch_id -> seconds an earlier family export took)."""
+    entries of family_export.json (`earlier`: the members the last one recorded, whose seconds a
+    kept member keeps, `kept_seconds`)."""
     from tqdm.auto import tqdm
 
     total = len(planned)
@@ -182,17 +243,16 @@ def ship_members(planned: list[tuple[Mapping[str, Any], Path, Path]],
             if kept is not None:
                 _say(f"{label}: already exported, kept ({out_dir})", progress)
                 record = kept
-                if read_shipped(arch_file.parent, member["arch_id"]) is None:
-                    write_shipped(arch_file.parent, out_dir, record)
-                trained = record.get("finetune") or record.get("scratch") or {}
-                seconds = before.get(member["arch_id"], trained.get("seconds"))
+                write_shipped(arch_file.parent, out_dir, record)    # replaces a record of another export
+                seconds = kept_seconds(earlier, out_dir, record)
             else:
                 bar.set_postfix_str(f"{label} {member['arch_id']}")
                 _say(f"{label}: {member['arch_id']} ({member.get('budget_spec', member.get('budget'))} budget)",
                      progress)
                 record = export(arch_file)
                 seconds = round(time.monotonic() - started, 1)
-            members.append({"index": member["index"], "arch_id": record["arch_id"], "export_dir": str(out_dir),
+            members.append({"index": member["index"], "arch_id": record["arch_id"],
+                            "export_dir": str(Path(out_dir).absolute()),
                             "shipped": record.get("shipped"), "val_top1": record["val_top1"],
                             "test_top1": record["test_top1"], "inherited": record.get("inherited"),
                             "finetune": record.get("finetune"), **({"scratch": record["scratch"]} if "scratch" in record
@@ -218,13 +278,29 @@ def _inherited(run: Run, arch: Mapping[str, Any]) -> dict[str, Any]:
             "val_top1": val, "test_top1": test}
 
 
-def previous_seconds(folder: Path) -> dict[str, float]:
-    """arch_id -> seconds of the members the last family export of `folder` recorded."""
+def earlier_members(folder: Path) -> tuple[ExportedMember, ...]:
+    """The members the last family export of `folder` recorded (none where there is no readable
+    family_export.json: this export rewrites it)."""
     try:
-        previous = json.loads((folder / FAMILY_EXPORT).read_text())
-        return {m["arch_id"]: m["seconds"] for m in previous["members"] if isinstance(m, dict)}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+        earlier = read_family_export(folder)
+    except RecordError:
+        return ()
+    return earlier.members if earlier is not None else ()
+
+
+def kept_seconds(earlier: Sequence[ExportedMember], out_dir: Path, record: Mapping[str, Any]) -> float | None:
+    """What a kept export took: the seconds the earlier family export recorded for this very
+    export (same arch, folder, accuracies and training record), else its own training's seconds;
+    None where neither is a number of seconds."""
+    for member in earlier:
+        if (member.arch_id == record.get("arch_id") and Path(member.export_dir) == out_dir
+                and (member.val_top1, member.test_top1) == (record.get("val_top1"), record.get("test_top1"))
+                and member.finetune == record.get("finetune") and member.scratch == record.get("scratch")
+                and member.seconds is not None):
+            return member.seconds
+    trained = record.get("finetune") or record.get("scratch") or {}
+    seconds = trained.get("seconds") if isinstance(trained, Mapping) else None
+    return seconds if number_in(seconds, 0) else None
 
 
 def _say(line: str, progress: bool) -> None:
@@ -234,5 +310,6 @@ def _say(line: str, progress: bool) -> None:
         tqdm.write(line, file=sys.stderr)
 
 
-__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "export_family", "finetune_settings", "finished",
-           "previous_seconds", "read_family_file", "ship_members", "write_family_export"]
+__all__ = ["FAMILY_EXPORT", "FamilyExport", "check_family", "check_member_arch", "check_source", "earlier_members",
+           "export_family", "finetune_settings", "finished", "has_format", "kept_seconds", "read_family_file",
+           "same_weights", "ship_members", "write_family_export"]

@@ -11,15 +11,19 @@ marked with their accuracy in the supernet (recorded by the family export).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from nas.core.amounts import format_amount
-from nas.engine.export.family import FAMILY_EXPORT, read_family_file
+from nas.core.amounts import format_amount, format_share
+from nas.core.errors import SearchError, plural
+from nas.core.schema import to_plain
+from nas.engine.export.family import read_family_file
+from nas.engine.export.family_command import export_command, export_target
+from nas.engine.export.family_record import read_family_export
 from nas.engine.export.scratch import cheaper_path_note
 from nas.engine.export.shipped import shipped_status
 from nas.engine.plotting import pyplot, save_png
+from nas.engine.searching.family import FAMILY
 
 FIGURE = "family.png"
 
@@ -31,7 +35,7 @@ def _how(shipped: Mapping[str, Any]) -> str:
         return "trained alone"
     if isinstance(tuned, Mapping):
         distilled = " +distill" if tuned.get("distill") else ""
-        return f"fine-tuned {100 * tuned.get('fraction_of_run', 0):.0f}%{distilled}"
+        return f"fine-tuned {format_share(tuned.get('fraction_of_run', 0))}{distilled}"
     return "inherited"
 
 
@@ -47,7 +51,8 @@ def _member_row(folder: Path, member: Mapping[str, Any]) -> dict[str, Any]:
     return {**row, "exported": True, "export_dir": shipped.get("export_dir"), "shipped": shipped.get("shipped"),
             "how": _how(shipped), "val_top1": shipped.get("val_top1"), "test_top1": shipped.get("test_top1"),
             "inherited_test_top1": (shipped.get("inherited") or {}).get("test_top1"),
-            "finetune": shipped.get("finetune"), "min_subnet": min_subnet if below else None}
+            "finetune": shipped.get("finetune"), "min_subnet": min_subnet if below else None,
+            "other_weights": shipped.get("other_weights")}
 
 
 def family_summary(folder: str | Path) -> dict[str, Any]:
@@ -57,12 +62,10 @@ def family_summary(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     family = read_family_file(folder, "SEARCH_DIR")
     rows = [_member_row(folder, member) for member in family["members"]]
-    try:
-        exported = json.loads((folder / FAMILY_EXPORT).read_text())
-    except (OSError, ValueError):
-        exported = {}
+    record = read_family_export(folder)
+    exported = to_plain(record) if record is not None else {}
     source = family.get("source") if isinstance(family.get("source"), Mapping) else None
-    run = source["run"] if source else (exported.get("run") or "RUN")
+    run = export_target(family, exported, rows)
     missing = [row["index"] for row in rows if not row["exported"]]
     scratch = any(row.get("shipped") == "scratch" for row in rows)
     return {"folder": str(folder), "cost": family["cost"], "budget_specs": family["budget_specs"],
@@ -71,8 +74,23 @@ def family_summary(folder: str | Path) -> dict[str, Any]:
             "run": run, "members": rows, "min_subnet": exported.get("min_subnet"),
             "max_subnet": exported.get("max_subnet"),
             "finetune": exported.get("finetune"), "not_exported": missing,
-            "export_command": f"nas export {run} --family {folder}" if missing else None,
-            "note": None if scratch or source is None else _run_note(Path(source["run"]))}
+            "export_command": export_command(folder, family, exported, rows) if missing else None,
+            "note": None if scratch or not Path(run).is_dir() else _run_note(Path(run))}
+
+
+def check_family_json_kept(folder: str | Path) -> None:
+    """Raise `SearchError` naming family.json when `folder` holds family members' search folders
+    (`m<k>-...` with their search.json) but neither family.json nor a search's own summary.json:
+    a family whose family.json was deleted, not an unfinished search."""
+    folder = Path(folder)
+    if (folder / FAMILY).is_file() or (folder / "summary.json").is_file():
+        return
+    members = sorted(p.name for p in folder.glob("m[0-9]*-*") if (p / "search.json").is_file())
+    if members:
+        raise SearchError(f"SEARCH_DIR: {folder} holds no family.json, beside the member folders "
+                          f"{', '.join(members[:3])}{' ...' if len(members) > 3 else ''}: a family search's folder whose "
+                          "family.json is gone; run the same family search again into this folder to write it, or "
+                          f"summarise one member (nas summary {folder / members[0]})")
 
 
 def _run_note(run: Path) -> str | None:
@@ -108,7 +126,7 @@ def format_family_summary(summary: Mapping[str, Any]) -> str:
             cells += ["-", "not exported", "-"]
         table.append(cells)
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    lines = [f"family {summary['folder']}: {len(rows)} members on {summary['cost']} budgets "
+    lines = [f"family {summary['folder']}: {plural(len(rows), 'member')} on {summary['cost']} budgets "
              f"{', '.join(summary['budget_specs'])} ({summary['searcher']}, score {summary['score']}, "
              f"{summary['evaluations']} archs evaluated)"]
     lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
@@ -127,6 +145,8 @@ def format_family_summary(summary: Mapping[str, Any]) -> str:
     for row in rows:
         if row.get("stale"):
             lines.append(f"  member {row['index']}: not exported now: {row['stale']}")
+        if row.get("other_weights"):
+            lines.append(f"  member {row['index']}: note: {row['other_weights']}")
     if summary["not_exported"]:
         lines.append(f"not exported yet: member{'s' if len(summary['not_exported']) > 1 else ''} "
                      f"{', '.join(map(str, summary['not_exported']))}; export with: {summary['export_command']}")
@@ -173,4 +193,5 @@ def summarise_family(folder: str | Path) -> dict[str, Any]:
     return {**summary, "figure": str(figure) if figure else None}
 
 
-__all__ = ["FIGURE", "family_summary", "format_family_summary", "plot_family", "summarise_family"]
+__all__ = ["FIGURE", "check_family_json_kept", "family_summary", "format_family_summary", "plot_family",
+           "summarise_family"]

@@ -19,18 +19,21 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from nas.core.arch import arch_id
-from nas.core.config import RunConfig
+from nas.core.config import RunConfig, config_spelling
 from nas.core.preprocessing import preprocessing_metadata
-from nas.engine.export import save_export
+from nas.core.locks import folder_lock
+from nas.engine.export import export_lock, save_export
 from nas.engine.export.family import (
     FamilyExport,
     check_family,
-    previous_seconds,
+    earlier_members,
+    has_format,
     read_family_file,
     ship_members,
     write_family_export,
 )
 from nas.engine.export.shipped import write_shipped
+from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run import Run, resolve_arch, standalone_model
 from nas.engine.untrained import untrained_run
 
@@ -79,9 +82,12 @@ def train_member(run: Run, arch: Mapping[str, Any], out_dir: Path, recipe: Any, 
                        model=model)
 
 
-def finished_scratch(out_dir: Path, member_id: str, wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+def finished_scratch(out_dir: Path, member_id: str, wanted: Mapping[str, Any], export_format: str = "pt2"
+                     ) -> dict[str, Any] | None:
     """The metrics.json of `out_dir` when it is `member_id` trained from scratch with the `wanted`
-    recipe (steps, seed, digest), else None."""
+    recipe (steps, seed, digest) in `export_format`, else None."""
+    if not has_format(out_dir, export_format):
+        return None
     try:
         record = json.loads((out_dir / "metrics.json").read_text())
     except (OSError, ValueError):
@@ -106,12 +112,15 @@ def export_family_from_scratch(config: RunConfig, folder: str | Path, export_for
     def export(arch_file: Path) -> dict[str, Any]:
         arch = resolve_arch(run.space, str(arch_file))
         out_dir = run.dir.export(arch_id(arch))
-        record = train_member(run, arch, out_dir, recipe, wanted, progress, export_format)
+        with folder_lock(export_lock(out_dir), f"export folder {out_dir}", remove=True):    # as every export does
+            record = train_member(run, arch, out_dir, recipe, wanted, progress, export_format)
         write_shipped(arch_file.parent, out_dir, record)
         return record
 
-    members = ship_members(planned, lambda out_dir, member_id: finished_scratch(out_dir, member_id, wanted), export,
-                           previous_seconds(folder), progress)
+    with stopped_by_sigterm():      # a training stopped by SIGTERM: one line, and a rerun resumes it
+        members = ship_members(planned, lambda out_dir, member_id: finished_scratch(out_dir, member_id, wanted,
+                                                                                    export_format), export,
+                               earlier_members(folder), progress)
     return write_family_export(FamilyExport(folder, None, 0, {"scratch": wanted}, members, None, None))
 
 
@@ -133,6 +142,7 @@ def cheaper_path_note(config: RunConfig, config_file: str | Path) -> str | None:
     share = finetune_share(config)
     if share is None or share < 1:
         return None
+    config_file = config_spelling(config) or config_file      # a shipped config as NAME.yaml: never a run's name
     search = f"nas search {config_file} --max-macs 35%,50%,75% --out DIR"
     export = f"nas export {config_file} --family DIR"
     return (f"the supernet does not pay here: each export fine-tunes for {100 * share:.0f}% of a training "

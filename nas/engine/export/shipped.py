@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from nas.core.amounts import format_amount
+from nas.core.amounts import format_amount, format_share
 from nas.core.files import write_json
 from nas.core.jsonl import read_records
 from nas.engine.export.shipped_record import SHIPPED, read_shipped, search_source, shipped_status
@@ -85,7 +85,7 @@ def format_shipped(shipped: Mapping[str, Any]) -> list[str]:
     how = "inherited weights (no fine-tune)"
     finetune = shipped.get("finetune")
     if isinstance(finetune, Mapping):
-        how = (f"fine-tuned alone {finetune.get('steps')} steps ({100 * finetune.get('fraction_of_run', 0):.0f}% of "
+        how = (f"fine-tuned alone {finetune.get('steps')} steps ({format_share(finetune.get('fraction_of_run', 0))} of "
                f"the run's training{', distilled from the max subnet' if finetune.get('distill') else ''})")
     inherited = shipped.get("inherited") or {}
     lines = [f"shipped: {shipped.get('arch_id')} in {shipped.get('export_dir')}, {how}: val top-1 "

@@ -29,10 +29,11 @@ FRACTIONS = ("val_top1", "test_top1", "val_top5", "test_top5")
 
 
 def search_source(folder: str | Path) -> dict[str, Any]:
-    """What the search in `folder` measured: `run` (its folder), `checkpoint`, `step` and
-    `space_fingerprint`, each None where the search's files do not say (`search.json`'s settings,
-    `summary.json`'s `source`)."""
-    found: dict[str, Any] = {"run": None, "checkpoint": None, "step": None, "space_fingerprint": None}
+    """What the search in `folder` measured: `run` (its folder), `checkpoint`, `step`,
+    `space_fingerprint` and `weights` (the digest of the run's weights), each None where the
+    search's files do not say (`search.json`'s settings, `summary.json`'s `source`)."""
+    found: dict[str, Any] = {"run": None, "checkpoint": None, "step": None, "space_fingerprint": None,
+                             "weights": None}
     for name, section in (("search.json", "settings"), ("summary.json", "source")):
         try:
             data = json.loads((Path(folder) / name).read_text())
@@ -44,19 +45,35 @@ def search_source(folder: str | Path) -> dict[str, Any]:
     return found
 
 
-def foreign_export(source: Mapping[str, Any], run: Any, fingerprint: Any) -> str | None:
-    """Why an export of the run folder `run` (its space's `fingerprint`) is not an export of the
-    search's answer (`source`: `search_source`), or None when it is (or nothing says otherwise).
-    A search of an untrained config measured no run: any run of its space exports its answer."""
+def foreign_export(source: Mapping[str, Any], exported: Mapping[str, Any]) -> str | None:
+    """Why an export (`exported`: its `run` folder, `space_fingerprint`, `weights` digest and
+    `step`, as metrics.json records them) is not an export of the search's answer (`source`:
+    `search_source`), or None when it is (or nothing says otherwise). The weights decide where
+    both sides record them: the same weights are the same run wherever its folder lies now (a
+    moved run), other weights at the step the search measured are another run (or the run
+    trained again); a later step of the run is other weights of it (`other_weights`). Without a
+    digest, the run's folder decides. A search of an untrained config measured no run: any run
+    of its space exports its answer."""
     trained = source.get("checkpoint") != UNTRAINED
-    if trained and source.get("run") is not None and run is not None and Path(str(source["run"])).resolve() != \
-            Path(str(run)).resolve():
+    ours, theirs = source.get("weights"), exported.get("weights")
+    run = exported.get("run")
+    digests = ours is not None and theirs is not None
+    if trained and digests and ours != theirs and exported.get("step") == source.get("step"):
+        return (f"the search measured the weights {short_digest(ours)} at step {source.get('step')}, the export is "
+                f"of the weights {short_digest(theirs)} at the same step (another run, or the run trained again)")
+    if trained and not (digests and ours == theirs) and source.get("run") is not None and run is not None \
+            and Path(str(source["run"])).resolve() != Path(str(run)).resolve():
         return f"the search measured the run {source['run']}, the export is of the run {run}"
-    if source.get("space_fingerprint") is not None and fingerprint is not None \
-            and source["space_fingerprint"] != fingerprint:
+    if source.get("space_fingerprint") is not None and exported.get("space_fingerprint") is not None \
+            and source["space_fingerprint"] != exported["space_fingerprint"]:
         return (f"the search's space (fingerprint {source['space_fingerprint']}) is not the exported run's "
-                f"(fingerprint {fingerprint})")
+                f"(fingerprint {exported['space_fingerprint']})")
     return None
+
+
+def short_digest(digest: str) -> str:
+    """A weights digest as said in a message (its first 12 hex digits)."""
+    return str(digest).removeprefix("sha256:")[:12]
 
 
 def other_weights(source: Mapping[str, Any], step: Any, checkpoint: Any) -> str | None:
@@ -88,7 +105,8 @@ def record_problem(record: Any, pointer: bool = False) -> str | None:
                 "step": (lambda v: number_in(v, 0, integer=True), "a step >= 0"),
                 "macs": (lambda v: number_in(v, 0, integer=True), "a count >= 0"),
                 "params": (lambda v: number_in(v, 0, integer=True), "a count >= 0"),
-                "run": (lambda v: isinstance(v, str), "a folder")}
+                "run": (lambda v: isinstance(v, str), "a folder"),
+                "weights": (lambda v: isinstance(v, str), "a weights digest")}
     for key, (ok, want) in optional.items():
         if record.get(key) is not None:
             checks[key] = (ok(record[key]), want)
@@ -144,7 +162,7 @@ def shipped_status(folder: str | Path, chosen: str) -> tuple[dict[str, Any] | No
     export_dir = Path(pointer["export_dir"])
     if pointer["arch_id"] != chosen:
         return None, f"{SHIPPED} records an export of {pointer['arch_id']}, not the search's answer {chosen}"
-    foreign = foreign_export(source, pointer.get("run"), pointer.get("space_fingerprint"))
+    foreign = foreign_export(source, pointer)
     if foreign is not None:
         return None, f"{SHIPPED} records an export of another run ({foreign})"
     if not (export_dir / METRICS).is_file():
@@ -152,7 +170,7 @@ def shipped_status(folder: str | Path, chosen: str) -> tuple[dict[str, Any] | No
     current = _read(export_dir / METRICS, folder, pointer=False)
     if current["arch_id"] != chosen:
         return None, f"the export folder {export_dir} now holds an export of {current['arch_id']}"
-    foreign = foreign_export(source, current.get("run"), current.get("space_fingerprint"))
+    foreign = foreign_export(source, current)
     if foreign is not None:
         return None, f"the export folder {export_dir} now holds an export of another run ({foreign})"
     shipped = {**current, "export_dir": str(export_dir)}

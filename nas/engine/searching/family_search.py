@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from nas.core.arch import Arch, arch_id
+from nas.core.config import config_spelling
 from nas.core.costs import BY_NAME
 from nas.core.errors import ConfigError
 from nas.core.files import check_writable
@@ -31,6 +32,7 @@ from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
 from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
 from nas.engine.searching.request import SearchRequest, build_request, resolve_score, search_id
+from nas.engine.untrained import UNTRAINED
 
 if TYPE_CHECKING:
     from nas.engine.run import Run
@@ -122,6 +124,8 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     for request in requests:
         check_search(run, request)
     record = _family_record(plan, requests[0], trials)
+    if run.checkpoint.name == UNTRAINED:     # what `nas export CONFIG --family DIR` names (nothing trained)
+        record["config"] = config_spelling(run.config)
     shared = SharedEvaluations()
     results: list[SearchResult] = []
     origin = settings.budget_origin()
@@ -168,7 +172,7 @@ def _family_record(plan: FamilyBudgets, request: SearchRequest, trials: int) -> 
             "members": [], "searcher": request.searcher, "score": request.score,
             "score_reason": request.score_reason, "seed": request.seed, "trials": trials, "evaluations": 0,
             "source": None if source is None else {"run": source.run, "checkpoint": source.checkpoint,
-                                                   "step": source.step},
+                                                   "step": source.step, "weights": source.weights},
             "latency_table": request.latency_table, "device": request.device, "batch": request.batch}
 
 
@@ -186,8 +190,21 @@ def _check_resumed(folder: Path, record: dict[str, Any]) -> None:
     if not (folder / FAMILY).is_file():
         return
     stored = read_family(folder)
-    keys = ("cost", "budgets", "other_budgets", "searcher", "score", "seed", "source")     # more trials continue it
+    keys = ("cost", "budgets", "other_budgets", "searcher", "score", "seed")     # more trials continue it
     diffs = [f"{key} {stored.get(key)} there, {record[key]} now" for key in keys if stored.get(key) != record[key]]
+    before = stored.get("source")
+    if weights_identity(before, like=before) != weights_identity(record["source"], like=before):
+        diffs.append(f"source {stored.get('source')} there, {record['source']} now")
     if diffs:
         raise ConfigError(f"{folder}: a family searched with other settings ({'; '.join(diffs)})", param="out",
                           fix="repeat the same command to continue it, or give another {out}")
+
+
+def weights_identity(source: Mapping[str, Any] | None, like: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """What identifies the weights a family was searched on: its source's checkpoint, step and
+    weights digest, never the run's path (a moved run or a relocated clone is the same run). With
+    `like`, a stored source written before the digest existed: only the keys it has."""
+    if source is None:
+        return None
+    keys = [key for key in ("checkpoint", "step", "weights") if like is None or key in like]
+    return {key: source.get(key) for key in keys}

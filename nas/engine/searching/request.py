@@ -38,12 +38,14 @@ WINDOW_SHARE = 0.2
 
 @dataclass(frozen=True)
 class Source:
-    """The trained weights a search measures: the run's folder, its checkpoint file and the
-    optimiser step that checkpoint holds (a run trained further is another source)."""
+    """The trained weights a search measures: the run's folder, its checkpoint file, the
+    optimiser step that checkpoint holds (a run trained further is another source) and the
+    weights' digest (`Run.weights`: what identifies them wherever the run lies; None untrained)."""
 
     run: str
     checkpoint: str
     step: int
+    weights: str | None = None
 
     def settings(self) -> dict[str, Any]:
         """What search.json and finalists.jsonl record of it (as `nas fidelity` does)."""
@@ -248,7 +250,7 @@ def build_request(run: Run, searcher: str, *, max_macs: str | float | None, max_
                          str(resolved_device),
                          batch, storage, study, worker, workers, finalists,
                          FINETUNE_STEPS if finalist_steps is None else finalist_steps, FINETUNE_LR,
-                         Source(str(run.dir.root.resolve()), run.checkpoint.name, run.step), progress,
+                         Source(str(run.dir.root.resolve()), run.checkpoint.name, run.step, run.weights), progress,
                          latency_table=latency_table, predict_missing=predict_missing,
                          first=anchor_archs(run) if spec == SUPERNET_SCORE else (), score_line=chosen.line)
 

@@ -83,7 +83,7 @@ def train(config: RunConfig, name: str | None = None, resume: bool = False,
         trainer = Trainer(config, strategy, source, run, env, progress, evaluator_factory(config, strategy, source))
         if start is not None:
             trainer.resume(start)
-        if env.is_main:
+        if env.is_main and not trainer.finished:     # a finished run resumed starts nothing: no new start recorded
             record_start(run, resumed=start is not None, ranks=env.world_size)
         trainer.fit()
         barrier()

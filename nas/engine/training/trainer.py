@@ -363,6 +363,11 @@ class Trainer:
                 if self.state.step >= self.total_steps:
                     return
 
+    @property
+    def finished(self) -> bool:
+        """Whether nothing is left to train or evaluate (a finished run resumed)."""
+        return self.state.step >= self.total_steps and not self.evaluation_pending
+
     def fit(self) -> TrainState:
         """Train to `total_steps`; returns the final state.
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,8 @@ from safetensors.torch import load_file
 from nas import cli
 from nas.core import yaml_io
 from nas.core.config import load_config
+from nas.core.locks import folder_lock
+from nas.engine.export import export_lock
 from nas.engine.export import scratch as scratch_module
 from nas.engine.fidelity import standalone
 from nas.engine.fidelity.ground_truth import init_seed, recipe_source
@@ -117,3 +121,60 @@ def test_nas_space_supernet_pays_reads_a_runs_saved_config_and_refuses_set(train
     assert ("does not pay" in capsys.readouterr().out) == (expected == 0)
     one_line_error(capsys, ["space", "tiny", "--runs-dir", str(runs), "--supernet-pays", "--set", "train.seed=1"],
                    "--set: overrides apply to a config, not to a trained run")
+
+
+def test_a_member_trained_alone_is_kept_only_in_the_format_asked(tmp_path):
+    """An onnx export of a config's family trains again a member whose folder holds no model.onnx."""
+    wanted = {"steps": STEPS, "seed": 0, "recipe_digest": "abc"}
+    (tmp_path / "metrics.json").write_text(json.dumps({"arch_id": "a", "shipped": "scratch", "scratch": wanted}))
+    assert scratch_module.finished_scratch(tmp_path, "a", wanted, "pt2") is not None
+    assert scratch_module.finished_scratch(tmp_path, "a", wanted, "onnx") is None
+    (tmp_path / "model.onnx").write_bytes(b"onnx")
+    assert scratch_module.finished_scratch(tmp_path, "a", wanted, "onnx") is not None
+
+
+def test_a_name_that_is_both_a_run_and_a_shipped_config_is_refused_with_the_two_spellings(tmp_path, capsys):
+    (tmp_path / "fashion_mnist_cell201").mkdir()
+    (tmp_path / "fashion_mnist_cell201" / "config.yaml").write_text("{}")
+    one_line_error(capsys, ["export", "fashion_mnist_cell201", "--family", "DIR", "--runs-dir", str(tmp_path)],
+                   "RUN: fashion_mnist_cell201 names both the run", "and the shipped config",
+                   f"nas export {tmp_path / 'fashion_mnist_cell201'} --family DIR (the run",
+                   "nas export fashion_mnist_cell201.yaml --family DIR (the config")
+
+
+def test_a_checkpoint_with_a_config_family_is_one_line(tmp_path, capsys):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml_io.dumps(tiny_config(steps=STEPS)))
+    one_line_error(capsys, ["export", str(config), "--family", str(tmp_path), "--checkpoint", "best.pt"],
+                   "--checkpoint:", "is a config, which has no checkpoint")
+
+
+@pytest.fixture
+def no_default_sigterm():
+    """SIGTERM outside the export's own handler fails the test instead of ending pytest."""
+    def reached(signum, frame):
+        raise AssertionError("SIGTERM reached a handler the export did not install")
+
+    previous = signal.signal(signal.SIGTERM, reached)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_during_a_scratch_training_is_one_line_and_exit_143(config_family, capsys, monkeypatch,
+                                                                    no_default_sigterm):
+    config, family = config_family
+    monkeypatch.setattr(scratch_module, "train_member", lambda *a, **k: os.kill(os.getpid(), signal.SIGTERM))
+    assert cli.main(["export", str(config), "--family", str(family)]) == 143
+    last = capsys.readouterr().err.strip().splitlines()[-1]       # after the progress bar's lines
+    assert last.startswith("nas export: stopped: SIGTERM:") and "run the same nas export again" in last, last
+
+
+def test_the_scratch_path_takes_the_export_folders_lock(config_family, capsys, monkeypatch):
+    config, family = config_family
+    member = json.loads((family / "family.json").read_text())["members"][0]
+    out_dir = family / "export" / member["arch_id"]
+    monkeypatch.setattr(scratch_module, "train_member", lambda *a, **k: pytest.fail("trained under another's lock"))
+    with folder_lock(export_lock(out_dir), "held by the test"):
+        assert cli.main(["export", str(config), "--family", str(family)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("nas export: error:") and f"this export folder {out_dir} is in use by process" in last, last

@@ -140,12 +140,18 @@ def test_an_export_from_a_later_checkpoint_is_flagged_and_one_of_another_run_lea
     arch = json.loads((search_dir / "summary.json").read_text())["arch_id"]
     assert flag in json.loads((run / "export" / arch / "metrics.json").read_text())["search"]["note"]
     assert f"note: {flag}" in summary_lines(capsys, search_dir)
-    # the search's arch exported from another run (same space): the search's record is left alone
+    # the search's arch exported from another run (same space and step, other weights): the record is left alone
     before = (search_dir / SHIPPED).read_text()
     other = copy_run(trained, "tiny", tmp_path / "others") / "tiny"
+    state = load_checkpoint(other / "checkpoints" / LAST)
+    name = next(key for key, value in state["model"].items() if value.is_floating_point())
+    state["model"][name] = state["model"][name] + 0.01
+    save_checkpoint({k: v for k, v in state.items() if k not in ("digest", "format_version")},
+                    other / "checkpoints" / LAST)
     export(other, str(search_dir / "best.yaml"), "--finetune", "0", "--out", str(tmp_path / "other-export"))
     err = capsys.readouterr().err
-    assert f"note: not recorded as the shipped model of the search {search_dir}" in err and str(other) in err, err
+    assert f"note: not recorded as the shipped model of the search {search_dir}" in err, err
+    assert "the export is of the weights" in err and "(another run, or the run trained again)" in err, err
     assert (search_dir / SHIPPED).read_text() == before
     assert json.loads((tmp_path / "other-export" / "metrics.json").read_text())["search"]["recorded"] is False
     assert f"shipped: {arch} in {run / 'export' / arch}" in summary_lines(capsys, search_dir)
