@@ -9,7 +9,10 @@ learn:
 - each later member starts from the earlier members' answers, which meet its larger budget:
   they are evaluated (reused) first, then the searcher proposes its own;
 - each member's first proposals cover its budget's neighbourhood: the searcher's window (the
-  costs from the previous member's budget up to this one's; see `SearchRequest.window`).
+  costs from the previous member's budget up to this one's; see `SearchRequest.window`);
+- each member draws its own stream: member 1 searches with the family's seed, member k > 1 with
+  `member_seed(seed, k)`, so no member replays another's draws (which, shared, would be told
+  again and answer the earlier member's arch for a larger budget).
 Every member's request is built and checked before the first is searched. Re-running the same
 command continues the family: a finished member evaluates nothing, a killed one resumes from its
 results.jsonl as a one-budget search does; family.json lists the members found so far.
@@ -25,6 +28,7 @@ from nas.core.costs import BY_NAME
 from nas.core.errors import ConfigError
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
+from nas.core.rng import derive_seed
 from nas.core.search_config import BUDGET_KEYS, SearchSettings
 from nas.core.wording import announce
 from nas.engine.searching.costs import Constraints
@@ -61,6 +65,12 @@ class SharedEvaluations:
             self.reused += 1
             return earlier
         return shared
+
+
+def member_seed(seed: int, index: int) -> int:
+    """The seed member `index` (1-based) of a family seeded `seed` searches with: `seed` for the
+    first (a one-budget search's stream), one derived from both for the others."""
+    return seed if index == 1 else derive_seed(seed, "family member", index) % 2**31
 
 
 def family_id(searcher: str, budgets: FamilyBudgets, seed: int, score: str) -> str:
@@ -114,7 +124,8 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     check_writable(folder, "out" if out is not None else "RUN")
     # with workers sharing a study and no `study` given, each member's study is named after its
     # folder (and journaled in it unless `storage` is given), as a one-budget search's
-    requests = [build_request(run, searcher, **plan.member(k), trials=trials, seed=seed, score=values["score"],
+    requests = [build_request(run, searcher, **plan.member(k), trials=trials, seed=member_seed(seed, k + 1),
+                              score=values["score"],
                               finalists=values["finalists"], study=None if study is None else f"{study}-m{k + 1}",
                               out=folder / member_dir(k + 1, plan.cost, plan.budgets[k]), worker=0, progress=progress,
                               **arguments)

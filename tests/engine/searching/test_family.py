@@ -8,10 +8,12 @@ import pytest
 
 from nas import api, cli
 from nas.core.arch import arch_id
+from nas.core.config import load_config
 from nas.core.errors import SearchError
 from nas.engine.searching.family import FAMILY, is_family, read_family, write_family
 from nas.engine.searching.family_budgets import member_specs
-from nas.engine.searching.family_search import REUSED
+from nas.engine.searching.family_search import REUSED, member_seed
+from nas.engine.untrained import untrained_run
 from tests.support.family import FavoursMax, favours_max  # noqa: F401  (fixture)
 from tests.support.figures import no_figures  # noqa: F401  (fixture)
 
@@ -151,3 +153,32 @@ def test_the_auto_score_is_announced_once_for_the_family_and_kept_by_every_membe
     summaries = [json.loads((family.dir / m["dir"] / "summary.json").read_text()) for m in read_family(family.dir)["members"]]
     assert len(announced) == 1 and len(summaries) == 2, announced
     assert all(s["score_line"] == announced[0] for s in summaries), (announced, [s["score_line"] for s in summaries])
+
+
+@pytest.mark.parametrize("searcher", ["random", "optuna-tpe"])
+def test_each_member_draws_its_own_archs_rather_than_replaying_the_first_members(searcher, tmp_path):
+    # the default space is too large to list, so every draw is a seeded sample: with one seed
+    # for both members, the second replayed the first's draws and answered its arch
+    run = untrained_run(load_config("fashion_mnist_mbv3"), tmp_path / "run")
+    family = api.search_family(run, searcher, max_macs="35%,75%", trials=8, score="macs", progress=False,
+                               out=tmp_path / "fam")
+    first, second = family.members
+    told_again = [r for r in second.trials if REUSED in r]
+    assert [r["arch_id"] for r in told_again] == [first.arch_id], "only the first member's answer is shared"
+    assert family.evaluations == len(first.trials) + len(second.trials) - 1 == 15
+    if searcher == "random":        # an Optuna study keeps its seed in its sampler, not in search.json
+        seeds = [json.loads((m.dir / "search.json").read_text())["settings"]["seed"] for m in family.members]
+        assert seeds == [0, member_seed(0, 2)] and seeds[1] != 0
+
+
+def test_optuna_start_up_trials_draw_every_other_arch_within_the_members_window(tmp_path):
+    run = untrained_run(load_config("fashion_mnist_mbv3"), tmp_path / "run")
+    options = {"n_startup_trials": 6}
+    family = api.search_family(run, "optuna-tpe", max_macs="35%,75%", trials=7, score="macs", progress=False,
+                               out=tmp_path / "fam", options=options)
+    low, budget = family.budgets
+    second = family.members[1].trials     # in completion order; the first: the first member's answer
+    assert REUSED in second[0]
+    drawn_near = second[1:6:2]            # the 2nd, 4th and 6th start-up trials (evolution's rule)
+    assert all(low < r["macs"] <= budget for r in drawn_near), [r["macs"] for r in second]
+    assert family.members[1].macs > low
