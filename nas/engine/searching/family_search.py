@@ -31,6 +31,7 @@ from nas.core.locks import folder_lock
 from nas.core.rng import derive_seed
 from nas.core.search_config import BUDGET_KEYS, SearchSettings
 from nas.core.wording import announce
+from nas.engine.run_dir import check_name
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
 from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
@@ -78,7 +79,9 @@ def family_id(searcher: str, budgets: FamilyBudgets, seed: int, score: str) -> s
     (the first and last budgets and the count; the score unless `supernet`, as a one-budget
     search's name has it)."""
     cost = BY_NAME[budgets.cost]
-    span = cost.folder_part(budgets.budgets[0]) + "-" + cost.folder_part(budgets.budgets[-1])[len(cost.name):]
+    digits = cost.distinct_digits(budgets.budgets)
+    span = (cost.folder_part(budgets.budgets[0], digits) + "-"
+            + cost.folder_part(budgets.budgets[-1], digits)[len(cost.name):])
     tail = search_id(searcher, Constraints(), seed, None, score)[len(searcher):]     # [-score-X]-sS
     return f"family-{searcher}-{span}-n{len(budgets.budgets)}{tail}"
 
@@ -119,15 +122,18 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     values = settings.values
     searcher, seed, trials = values["searcher"], values["seed"], values["trials"]
     plan = family_budgets(run, **{key: values[key] for key in BUDGET_KEYS})
+    if study is not None:
+        check_name(study, "study")      # each member's study, and with no storage its journal's folder
     spec = resolve_score(values["score"], run, arguments["ships"])[0].name
     folder = Path(out) if out is not None else run.dir.search(family_id(searcher, plan, seed, spec))
     check_writable(folder, "out" if out is not None else "RUN")
+    digits = BY_NAME[plan.cost].distinct_digits(plan.budgets)
     # with workers sharing a study and no `study` given, each member's study is named after its
     # folder (and journaled in it unless `storage` is given), as a one-budget search's
     requests = [build_request(run, searcher, **plan.member(k), trials=trials, seed=member_seed(seed, k + 1),
                               score=values["score"],
                               finalists=values["finalists"], study=None if study is None else f"{study}-m{k + 1}",
-                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k]), worker=0, progress=progress,
+                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k], digits), worker=0, progress=progress,
                               **arguments)
                 for k in range(len(plan.budgets))]
     for request in requests:
@@ -202,3 +208,7 @@ def _check_resumed(folder: Path, record: dict[str, Any]) -> None:
     if diffs:
         raise ConfigError(f"{folder}: a family searched with other settings ({'; '.join(diffs)})", param="out",
                           fix="repeat the same command to continue it, or give another {out}")
+    if record["trials"] < stored["trials"]:      # family.json would claim fewer trials than its members ran
+        raise ConfigError(f"{record['trials']} is fewer than the {stored['trials']} per member {folder} was searched "
+                          "with", param="trials", fix=f"repeat it with {{trials={stored['trials']}}}, or more to "
+                                                      "continue it")

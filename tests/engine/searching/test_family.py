@@ -9,7 +9,7 @@ import pytest
 from nas import api, cli
 from nas.core.arch import arch_id
 from nas.core.config import load_config
-from nas.core.errors import SearchError
+from nas.core.errors import ConfigError, SearchError
 from nas.engine.searching.family import FAMILY, is_family, read_family, write_family
 from nas.engine.searching.family_budgets import member_specs
 from nas.engine.searching.family_search import REUSED, member_seed
@@ -113,6 +113,10 @@ def _cli(capsys, trained, tmp_path, *flags: str) -> tuple[int, str]:
     (["--members", "2", "--max-macs", "50%"], "--members: gives the MACs budgets"),
     (["--members", "0"], "--members: must be an integer >= 1, got 0"),
     (["--max-latency-ms", "1.2,fast"], "--max-latency-ms: cannot read 'fast'"),
+    (["--members", "2000000"], "--members: 2,000,000 members; a family has at most 61 (K budgets from 20% to 80%"),
+    (["--max-macs", ",".join(["1%"] * 100_000)], "--max-macs: 100,000 budgets; a family has at most 61 members"),
+    (["--max-macs", "50%,100%,999M"], "--max-macs: 100% and 999M are at or above the max subnet's"),
+    (["--max-macs", "20%,60%", "--study", "../../x"], "'../../x' is not a valid name"),
 ])
 def test_a_bad_budget_list_is_one_line_and_exit_2(trained, favours_max, tmp_path, capsys, flags, problem):
     code, err = _cli(capsys, trained, tmp_path, *flags)
@@ -182,3 +186,25 @@ def test_optuna_start_up_trials_draw_every_other_arch_within_the_members_window(
     drawn_near = second[1:6:2]            # the 2nd, 4th and 6th start-up trials (evolution's rule)
     assert all(low < r["macs"] <= budget for r in drawn_near), [r["macs"] for r in second]
     assert family.members[1].macs > low
+
+
+def test_budgets_closer_than_the_labels_digits_get_labels_that_tell_them_apart(trained, favours_max, tmp_path):
+    run = api.load_run("tiny", trained)
+    low = _budget(run.space, "50%")
+    family = _family(run, tmp_path / "fam", max_macs=[f"{low:.1f}", f"{low + 0.2:.1f}"], trials=2)
+    names = [m.dir.name for m in family.members]
+    assert names[0][3:] != names[1][3:], names       # m1-macs0.1786M and m2-macs0.1786M before
+    parsed = [float(name.split("-macs")[1].rstrip("M")) * 1e6 for name in names]
+    assert parsed == pytest.approx([float(f"{low:.1f}"), float(f"{low + 0.2:.1f}")], abs=0.05)
+    assert family.dir == tmp_path / "fam" and read_family(family.dir)["members"][1]["dir"] == names[1]
+
+
+def test_a_rerun_with_fewer_trials_is_refused_and_leaves_family_json_as_it_was(trained, favours_max, tmp_path):
+    run = api.load_run("tiny", trained)
+    _family(run, tmp_path / "fam", trials=4)
+    before = (tmp_path / "fam" / FAMILY).read_text()
+    with pytest.raises(ConfigError, match=r"^trials: 3 is fewer than the 4 per member .* was searched with; repeat "
+                                          r"it with trials=4, or more to continue it"):
+        _family(run, tmp_path / "fam", trials=3)
+    assert (tmp_path / "fam" / FAMILY).read_text() == before and json.loads(before)["trials"] == 4
+    assert _family(run, tmp_path / "fam", trials=5).record["trials"] == 5     # more trials continue it
