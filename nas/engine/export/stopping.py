@@ -14,15 +14,16 @@ STOPPED = ("the export stopped before its files were written (an earlier export 
 
 
 @contextlib.contextmanager
-def stopped_by_sigterm() -> Iterator[None]:
-    """Inside the block (in the main thread), SIGTERM raises `Interrupted` saying `STOPPED`: the
-    fine-tune's saved state and an earlier export stay, a temporary folder is cleaned up."""
+def stopped_by_sigterm(stopped: str = STOPPED) -> Iterator[None]:
+    """Inside the block (in the main thread), SIGTERM raises `Interrupted` saying `stopped`
+    (default `STOPPED`: the fine-tune's saved state and an earlier export stay, a temporary folder
+    is cleaned up; a family search says what it keeps)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def stop(signum: int, frame: object) -> None:
-        raise Interrupted(f"{signal.Signals(signum).name}: {STOPPED}", signum)
+        raise Interrupted(f"{signal.Signals(signum).name}: {stopped}", signum)
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:

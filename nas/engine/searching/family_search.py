@@ -31,6 +31,7 @@ from nas.core.locks import folder_lock
 from nas.core.rng import derive_seed
 from nas.core.search_config import BUDGET_KEYS, SearchSettings
 from nas.core.wording import announce
+from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run_dir import check_name
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
@@ -142,7 +143,9 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     shared = SharedEvaluations()
     results: list[SearchResult] = []
     origin = settings.budget_origin()
-    with folder_lock(folder, "family search"):
+    stopped = (f"the family search stopped; its finished members and every arch evaluated are kept in {folder}; "
+               "run the same nas search again to resume it")
+    with stopped_by_sigterm(stopped), folder_lock(folder, "family search"):
         _check_resumed(folder, record)
         for k, request in enumerate(requests):
             earlier = tuple(r.best for r in results)

@@ -3,6 +3,8 @@ budget, members searched in ascending order sharing their evaluations, resumable
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 
@@ -208,3 +210,29 @@ def test_a_rerun_with_fewer_trials_is_refused_and_leaves_family_json_as_it_was(t
         _family(run, tmp_path / "fam", trials=3)
     assert (tmp_path / "fam" / FAMILY).read_text() == before and json.loads(before)["trials"] == 4
     assert _family(run, tmp_path / "fam", trials=5).record["trials"] == 5     # more trials continue it
+
+
+def test_sigterm_during_a_family_search_says_a_rerun_resumes_and_the_rerun_does(trained, favours_max, tmp_path,
+                                                                                   capsys, monkeypatch):
+    scores = FavoursMax.scores
+
+    def terminated_at_the_ninth(self, archs, context):
+        if len(FavoursMax.scored) == 8:          # in the second member (6 trials each)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return scores(self, archs, context)
+
+    monkeypatch.setattr(FavoursMax, "scores", terminated_at_the_ninth)
+    args = ["search", "tiny", "--runs-dir", str(trained), "--score", FavoursMax.name, "--quiet", "--trials", "6",
+            "--out", str(tmp_path / "fam"), "--max-macs", "20%,60%"]
+    assert cli.main(args) == 143
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"nas search: stopped: SIGTERM: the family search stopped; its finished members and "
+                              f"every arch evaluated are kept in {tmp_path / 'fam'}; run the same nas search again"), err
+    assert not any("Traceback" in line for line in err)
+    done = list(favours_max)
+    assert len(read_family(tmp_path / "fam")["members"]) == 1
+    monkeypatch.setattr(FavoursMax, "scores", scores)
+    assert cli.main(args) == 0
+    again = favours_max[len(done):]
+    assert not set(again) & set(done), "the rerun evaluated an arch again"
+    assert len(read_family(tmp_path / "fam")["members"]) == 2
