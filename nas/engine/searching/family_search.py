@@ -47,11 +47,13 @@ Evaluate = Callable[[Arch], Mapping[str, Any]]
 
 
 class SharedEvaluations:
-    """The family's evaluations by arch_id: `wrap(evaluate)` evaluates only archs no earlier
-    member evaluated, and tells the earlier record again for the others."""
+    """Evaluations told again: `wrap(evaluate)` evaluates only archs `known` (arch_id -> an
+    earlier record) lacks, and tells the earlier record again for the others, counting them.
+    A family adds each finished member's records; each process of a member's search (spawned
+    Optuna workers too, from `SearchRequest.reused`) wraps its own evaluate."""
 
-    def __init__(self) -> None:
-        self.known: dict[str, dict[str, Any]] = {}
+    def __init__(self, known: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.known: dict[str, Mapping[str, Any]] = dict(known or {})
         self.reused = 0      # records told again by this process
 
     def add(self, records: list[dict[str, Any]], folder: str) -> None:
@@ -150,7 +152,7 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
         for k, request in enumerate(requests):
             earlier = tuple(r.best for r in results)
             request = dataclasses.replace(request, first=_first(request.first, earlier), window=_window(plan, k),
-                                          announce_score=k == 0)
+                                          announce_score=k == 0, reused=dict(shared.known) if k else {})
             if progress:
                 param = BY_NAME[plan.cost].param
                 budget = plan.specs[k] if settings.budgets_from_config else f"{{{param}={plan.specs[k]}}}"
@@ -160,7 +162,7 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
             results.append(result)
             write_family(folder, _with_members(record, plan, results))
     data = _with_members(record, plan, results)
-    new = sum(result.new for result in results) - shared.reused      # spawned workers reuse nothing
+    new = sum(result.new for result in results) - shared.reused      # spawned workers count only their own
     return FamilyResult(folder, plan.cost, list(plan.budgets), list(plan.specs), results, data["evaluations"], new,
                         data)
 

@@ -236,3 +236,18 @@ def test_sigterm_during_a_family_search_says_a_rerun_resumes_and_the_rerun_does(
     again = favours_max[len(done):]
     assert not set(again) & set(done), "the rerun evaluated an arch again"
     assert len(read_family(tmp_path / "fam")["members"]) == 2
+
+
+@pytest.mark.slow
+def test_spawned_optuna_workers_tell_the_familys_earlier_records_again(trained, tmp_path):
+    run = api.load_run("tiny", trained)
+    family = api.search_family(run, "optuna-tpe", max_macs=SMALL, trials=8, workers=2, score="macs",
+                               progress=False, out=tmp_path / "fam")
+    first, second = family.members
+    earlier = {r["arch_id"]: r for r in first.trials}
+    records = _lines(second.dir / "results.jsonl")      # written by the spawned workers
+    again = [r for r in records if r["arch_id"] in earlier]
+    assert first.arch_id in {r["arch_id"] for r in again}, "the first member's answer goes first"
+    assert all(r.get(REUSED) == first.dir.name for r in again), [r["arch_id"] for r in again if REUSED not in r]
+    assert all(r["macs"] == earlier[r["arch_id"]]["macs"] for r in again)
+    assert family.new == family.evaluations == len(first.trials) + len(records) - len(again)
