@@ -210,7 +210,7 @@ class ReplaySearcher(Searcher):
         self.index: dict[str, int] = {}
         self.attempt = 0  # proposals since the last tell
         self.queue: list[Arch] = []
-        self.draws = WindowDraws(context)
+        self.draws = WindowDraws(context.space, context.candidates, context.window, context.cost_of)
 
     def rng(self) -> random.Random:
         """The generator of the current proposal: a function of (seed, told, attempt)."""

@@ -115,7 +115,7 @@ class OptunaSearcher(Searcher):
         optuna_storage.fail_stale_trials(self.study)
         self.heartbeat = optuna_storage.Heartbeat(optuna_storage.HEARTBEAT_INTERVAL)
         self.trial: optuna.Trial | None = None
-        self.draws = WindowDraws(context)
+        self.draws = WindowDraws(context.space, context.candidates, context.window, context.cost_of)
 
     # -- what subclasses choose -------------------------------------------------------------
     def directions(self) -> list[str]:

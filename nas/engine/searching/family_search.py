@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from nas.core.arch import Arch, arch_id
 from nas.core.costs import BY_NAME
@@ -30,46 +30,18 @@ from nas.core.files import check_writable
 from nas.core.locks import folder_lock
 from nas.core.rng import derive_seed
 from nas.core.search_config import BUDGET_KEYS, SearchSettings
+from nas.core.stopping import sigterm_raises
 from nas.core.wording import announce
-from nas.engine.export.stopping import stopped_by_sigterm
 from nas.engine.run_dir import check_name
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
 from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
 from nas.engine.searching.request import SearchRequest, build_request, resolve_score, search_id
+from nas.engine.searching.shared_evaluations import REUSED, SharedEvaluations  # noqa: F401  (REUSED: as before)
 
 if TYPE_CHECKING:
     from nas.engine.run import Run
     from nas.engine.searching.results import SearchResult
-
-REUSED = "reused_from"      # a member's record of an arch an earlier member evaluated: that member's folder
-Evaluate = Callable[[Arch], Mapping[str, Any]]
-
-
-class SharedEvaluations:
-    """Evaluations told again: `wrap(evaluate)` evaluates only archs `known` (arch_id -> an
-    earlier record) lacks, and tells the earlier record again for the others, counting them.
-    A family adds each finished member's records; each process of a member's search (spawned
-    Optuna workers too, from `SearchRequest.reused`) wraps its own evaluate."""
-
-    def __init__(self, known: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        self.known: dict[str, Mapping[str, Any]] = dict(known or {})
-        self.reused = 0      # records told again by this process
-
-    def add(self, records: list[dict[str, Any]], folder: str) -> None:
-        """A finished member's records (`folder`: its folder's name)."""
-        for record in records:
-            self.known.setdefault(record["arch_id"], {**record, REUSED: record.get(REUSED, folder)})
-
-    def wrap(self, evaluate: Evaluate) -> Evaluate:
-        def shared(arch: Arch) -> Mapping[str, Any]:
-            earlier = self.known.get(arch_id(arch))
-            if earlier is None:
-                return evaluate(arch)
-            self.reused += 1
-            return earlier
-        return shared
-
 
 def member_seed(seed: int, index: int) -> int:
     """The seed member `index` (1-based) of a family seeded `seed` searches with: `seed` for the
@@ -147,7 +119,7 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     origin = settings.budget_origin()
     stopped = (f"the family search stopped; its finished members and every arch evaluated are kept in {folder}; "
                "run the same nas search again to resume it")
-    with stopped_by_sigterm(stopped), folder_lock(folder, "family search"):
+    with sigterm_raises(stopped), folder_lock(folder, "family search"):
         _check_resumed(folder, record)
         for k, request in enumerate(requests):
             earlier = tuple(r.best for r in results)
