@@ -37,7 +37,7 @@ from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
 from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
 from nas.engine.searching.request import SearchRequest, build_request, resolve_score, search_id
-from nas.engine.searching.shared_evaluations import REUSED, SharedEvaluations  # noqa: F401  (REUSED: as before)
+from nas.engine.searching.shared_evaluations import REUSED, SharedEvaluations  # noqa: F401  (REUSED, also here)
 
 if TYPE_CHECKING:
     from nas.engine.run import Run
@@ -106,10 +106,10 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     # with workers sharing a study and no `study` given, each member's study is named after its
     # folder (and journaled in it unless `storage` is given), as a one-budget search's
     requests = [build_request(run, searcher, **plan.member(k), trials=trials, seed=member_seed(seed, k + 1),
-                              score=values["score"],
-                              finalists=values["finalists"], study=None if study is None else f"{study}-m{k + 1}",
-                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k], digits), worker=0, progress=progress,
-                              **arguments)
+                              score=values["score"], finalists=values["finalists"],
+                              study=None if study is None else f"{study}-m{k + 1}",
+                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k], digits), worker=0,
+                              progress=progress, **arguments)
                 for k in range(len(plan.budgets))]
     for request in requests:
         check_search(run, request)

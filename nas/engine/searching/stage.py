@@ -230,9 +230,9 @@ def _first_line(error: Exception) -> str:
 def search_worker(request: SearchRequest, worker: int) -> int:
     """One worker of a shared search (in its own process): loads the run of `request.source`,
     runs share `worker` of the study; returns the evaluations it made."""
-    from nas.engine.searching.shared_evaluations import SharedEvaluations
     from nas.engine.searching.loop import search_loop
     from nas.engine.searching.score import search_score
+    from nas.engine.searching.shared_evaluations import SharedEvaluations
 
     source = request.source
     run = load_run(source.run, checkpoint=source.checkpoint, device=request.device)
