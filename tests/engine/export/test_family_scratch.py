@@ -131,3 +131,18 @@ def test_nas_space_supernet_pays_reads_a_runs_saved_config_and_refuses_set(train
     assert ("does not pay" in capsys.readouterr().out) == (expected == 0)
     one_line_error(capsys, ["space", "tiny", "--runs-dir", str(runs), "--supernet-pays", "--set", "train.seed=1"],
                    "--set: overrides apply to a config, not to a trained run")
+
+
+def test_supernet_pays_says_it_cannot_tell_where_an_imagefolders_epoch_is_unknown(tmp_path, capsys):
+    data = tiny_config(epochs=2, steps=None)
+    data["data"] = {"name": "imagefolder", "root": str(tmp_path), "image_size": 28, "val_size": 10}
+    data["export"] = {"finetune": {"length": 400}}
+    config = tmp_path / "folder.yaml"
+    config.write_text(yaml_io.dumps(data))
+    assert cli.main(["space", str(config), "--supernet-pays"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("a supernet may pay here, or not") and "give data.train_size" in said, said
+    data["data"]["train_size"] = 640           # 10 steps an epoch of 64: 400 steps are 20 trainings of 2 epochs
+    config.write_text(yaml_io.dumps(data))
+    assert cli.main(["space", str(config), "--supernet-pays"]) == 1
+    assert "fine-tunes for 2000% of a training" in capsys.readouterr().out
