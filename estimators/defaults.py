@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 
-EVIDENCE = "BENCHMARKS.md section 17 gives the held-out figures and their date"
+EVIDENCE = "benchmarks/notes/17-default-path.md gives the held-out figures and their date"
 
 
 @dataclass(frozen=True)
 class DefaultScore:
     """A score for `auto` without a fidelity summary: `benchmarks/default_score.py` chose it on
     the CHOOSE half of the committed ground truths of `configs` and graded it on their REPORT
-    half (the figures live in BENCHMARKS.md, not here: `EVIDENCE`); `fingerprint`: the space
+    half (the figures live in its benchmark note, not here: `EVIDENCE`); `fingerprint`: the space
     that ground truth is of (empty for the generic default); `caveat`: what the grading says
     that a user of the default should know; `also`: other evidence that chose the same score,
     and where its figures are; `supernet`: what the space's supernets were found to be worth for
@@ -43,15 +43,15 @@ class DefaultScore:
 
 SUPERNET_RANKS_BELOW_FREE = ("on this space the supernet serves the weights, not the ranking: trained on CIFAR-10, "
                              "PA&DA's supernet ranked NAS-Bench-201's networks at Kendall 0.23-0.36, GM's at 0.05 and SPOS's at 0.01, "
-                             "against 0.72 for this free score, and fused with it lowered it (BENCHMARKS.md "
-                             "sections 27 and 30)")
+                             "against 0.72 for this free score, and fused with it lowered it (benchmarks/notes/27-nb201-seed-methods.md, "
+                             "benchmarks/notes/30-nb201-gm-bn.md)")
 
 # Specs in their canonical spelling (`estimators.canonical_spec`), as searches record them.
 DEFAULT_SCORES: dict[str, DefaultScore] = {
     "cell201": DefaultScore("jacov+macs", "fashion_mnist_cell201", "1c4fd9d48cb1",
                             "MACs alone ranked that half better within MACs bins",
                             "NAS-Bench-201's CIFAR-10 accuracies chose it too (on NASLib's 725 archs, graded on "
-                            "1,000 others; benchmarks/nb201_proxies.py, BENCHMARKS.md section 21)",
+                            "1,000 others; benchmarks/nb201_proxies.py, benchmarks/notes/21-nb201-yardstick.md)",
                             SUPERNET_RANKS_BELOW_FREE),
     "mobilenetv3": DefaultScore("naswot", "fashion_mnist_mbv3", "e01b62e6a393",
                                 "no candidate, MACs included, ranked that half better than chance"),

@@ -75,7 +75,7 @@ class EvolutionSearcher(ReplaySearcher):
         else:
             # A third of the budget as the random first generation: with 60 evaluations on the
             # default run, trials // 3 beat trials // 5 (median best 90.88% vs 90.68% over 5
-            # seeds, BENCHMARKS.md); a small first generation converges on noise-picked parents.
+            # seeds, benchmarks/notes/03-search-quality.md); a small first generation converges on noise-picked parents.
             population = min(trials, max(4, min(100, trials // 3)))
         return replace(options, population=max(1, population))
 

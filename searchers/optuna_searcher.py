@@ -13,15 +13,17 @@ The study is the searcher's whole state, so several processes (worker k seeded S
 it through one storage (`searchers/optuna_storage.py`), and a killed search resumes. Trial
 numbers order the workers: a trial is evaluated only while the COMPLETE trials plus the
 running trials numbered before it stay below `--trials`, so the study ends with exactly
-`--trials` COMPLETE trials.
+`--trials` COMPLETE trials. A database error mid-search stops it with one line
+(`optuna_storage.StorageLost`); what the study holds stays, for the same command to resume.
 """
 from __future__ import annotations
 
 import abc
+import functools
 import time
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import optuna
 from optuna.distributions import CategoricalDistribution
@@ -47,6 +49,20 @@ POLL_SECONDS = 0.2
 ASK_TIMEOUT = 60.0  # longest wait for another worker's ask in progress (a loaded machine stalls it for seconds)
 WAIT_TIMEOUT = 6 * 3600.0  # longest wait for other workers' running trials near the end
 _FIX = "resume with the same settings, or use another {study} (or {out})"
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _on_storage(method: _Method) -> _Method:
+    """`method` with the storage's errors as `StorageLost`, after which the searcher is `lost`."""
+    @functools.wraps(method)
+    def wrapped(self: OptunaSearcher, *args: Any, **kwargs: Any) -> Any:
+        try:
+            with optuna_storage.storage_errors(self.context.storage):
+                return method(self, *args, **kwargs)
+        except optuna_storage.StorageLost:
+            self.lost = True
+            raise
+    return wrapped  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -91,31 +107,40 @@ class OptunaSearcher(Searcher):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.distributions = {key: CategoricalDistribution(list(values))
                               for key, values in self.space.choices().items()}
+        self.lost = False                       # the storage failed: nothing more is asked of it
+        self._history: list[Record] = []        # what `history` read last
         storage = optuna_storage.open_storage(context.storage, context.out_dir)
         self.storage_file = optuna_storage.storage_file(context.storage, context.out_dir)
-        name = context.study if context.study is not None else DEFAULT_STUDY
-        self.study = optuna.create_study(storage=storage, study_name=name, directions=self.directions(),
-                                         load_if_exists=True)
-        where = f"study '{name}'"
-        stored = self.study.user_attrs.get("nas_settings")
-        if stored is not None:
-            check_settings(stored, context.settings, where, _FIX)
-            self.options = merge_options(options, self.options, self.study.user_attrs.get("nas_options"), where, _FIX)
-        if [d.name.lower() for d in self.study.directions] != self.directions():
-            raise SearchError(f"{where} optimises {[d.name.lower() for d in self.study.directions]}, "
-                              f"not {self.directions()}; {_FIX}")
-        if stored is None:
-            self.study.set_user_attr("nas_settings", dict(context.settings))
-            self.study.set_user_attr("nas_options", self.resolved_options())
-        start = len(self.study.get_trials(deepcopy=False))
-        # A fresh study starts from the worker's seed; a resumed one from a seed derived from
-        # its length, so it does not replay its first suggestions.
-        seed = context.seed if start == 0 else derive_seed(context.seed, "optuna", start)
-        self.study.sampler = self.sampler(seed % 2**32)
-        optuna_storage.fail_stale_trials(self.study)
+        with optuna_storage.storage_errors(context.storage):
+            self.study = self._load_study(storage, context, options)
         self.heartbeat = optuna_storage.Heartbeat(optuna_storage.HEARTBEAT_INTERVAL)
         self.trial: optuna.Trial | None = None
         self.draws = WindowDraws(context.space, context.candidates, context.window, context.cost_of)
+
+    def _load_study(self, storage: optuna.storages.BaseStorage, context: SearchContext,
+                    options: Any) -> optuna.Study:
+        """The study created or loaded, its settings checked, its sampler seeded, its stale trials failed."""
+        name = context.study if context.study is not None else DEFAULT_STUDY
+        study = optuna.create_study(storage=storage, study_name=name, directions=self.directions(),
+                                    load_if_exists=True)
+        where = f"study '{name}'"
+        stored = study.user_attrs.get("nas_settings")
+        if stored is not None:
+            check_settings(stored, context.settings, where, _FIX)
+            self.options = merge_options(options, self.options, study.user_attrs.get("nas_options"), where, _FIX)
+        if [d.name.lower() for d in study.directions] != self.directions():
+            raise SearchError(f"{where} optimises {[d.name.lower() for d in study.directions]}, "
+                              f"not {self.directions()}; {_FIX}")
+        if stored is None:
+            study.set_user_attr("nas_settings", dict(context.settings))
+            study.set_user_attr("nas_options", self.resolved_options())
+        start = len(study.get_trials(deepcopy=False))
+        # A fresh study starts from the worker's seed; a resumed one from a seed derived from
+        # its length, so it does not replay its first suggestions.
+        seed = context.seed if start == 0 else derive_seed(context.seed, "optuna", start)
+        study.sampler = self.sampler(seed % 2**32)
+        optuna_storage.fail_stale_trials(study)
+        return study
 
     # -- what subclasses choose -------------------------------------------------------------
     def directions(self) -> list[str]:
@@ -133,6 +158,7 @@ class OptunaSearcher(Searcher):
         """Completed trials before the sampler models the study (its random start-up trials)."""
 
     # -- protocol ---------------------------------------------------------------------------
+    @_on_storage
     def ask(self) -> Arch:
         with optuna_storage.ask_lock(self.storage_file):    # one enqueued trial, one worker
             self._enqueue_window_draw()
@@ -159,6 +185,7 @@ class OptunaSearcher(Searcher):
         rng = python_rng(self.context.seed, self.name, "window", len(trials))
         self.study.enqueue_trial(dict(self.space.canonical(self.draws.near(rng, seen))))
 
+    @_on_storage
     def enqueue(self, archs: Sequence[Arch]) -> None:
         """Enqueue each arch as a trial of the study (so the sampler learns from it) unless the
         study already holds it waiting, running or complete; a worker racing another to
@@ -183,6 +210,7 @@ class OptunaSearcher(Searcher):
             raise AssertionError("no asked trial is open")
         return self.trial
 
+    @_on_storage
     def _finish(self, costs: Mapping[str, float] | None, values: Any = None, state: TrialState | None = None,
                 **attrs: Any) -> None:
         trial = self._open()
@@ -204,13 +232,17 @@ class OptunaSearcher(Searcher):
     def reject(self, arch: Arch, reason: str, costs: Mapping[str, float]) -> None:
         self._finish(costs, state=TrialState.PRUNED, reason=reason)
 
+    @_on_storage
     def abort(self, error: BaseException) -> None:
         if self.trial is not None:
             trial, self.trial = self.trial, None
             self.heartbeat.beat(None)
+            if self.lost:       # left RUNNING: a resume fails it as its worker's, gone
+                return
             trial.set_user_attr("error", f"{type(error).__name__}: {error}"[:200])
             self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
 
+    @_on_storage
     def duplicate(self, arch_id: str) -> int | None:
         mine = self._open().number
         deadline = time.monotonic() + ASK_TIMEOUT
@@ -239,6 +271,7 @@ class OptunaSearcher(Searcher):
             return arch_id(self.space.canonical(trial.params))
         return None
 
+    @_on_storage
     def claim(self, target: int) -> bool:
         mine = self._open().number
         deadline = time.monotonic() + WAIT_TIMEOUT
@@ -256,17 +289,24 @@ class OptunaSearcher(Searcher):
         raise SearchError(f"waited {WAIT_TIMEOUT:g} s for other workers' trials to finish; "
                           "their workers may hang")
 
+    @_on_storage
     def history(self) -> list[Record]:
-        trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        return [dict(t.user_attrs["record"]) for t in trials if "record" in t.user_attrs]
+        """The records of the study's completed trials (once the storage is lost: those read last)."""
+        if not self.lost:
+            trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            self._history = [dict(t.user_attrs["record"]) for t in trials if "record" in t.user_attrs]
+        return list(self._history)
 
+    @_on_storage
     def completed(self) -> int:
         return len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
 
     def close(self) -> None:
-        if self.trial is not None:
-            self.abort(SearchError("search stopped"))
-        self.heartbeat.close()
+        try:
+            if self.trial is not None:
+                self.abort(SearchError("search stopped"))
+        finally:
+            self.heartbeat.close()
 
 
 @SEARCHERS.register("optuna-tpe", options=TPEOptions)

@@ -11,6 +11,10 @@ only inside `study.optimize`): a running trial carries the user attribute `nas` 
 running trial is stale, and is failed, when `nas.core.processes.alive` judges its worker dead
 (same host and PID namespace, pid gone or a zombie) or when its heartbeat is older than
 `GRACE_PERIOD` seconds (a worker killed on another machine or in another container).
+
+A database server that goes away mid-search (`storage_errors`) stops the search with one line
+(`StorageLost`, password masked); its completed trials stay in the database, and the same
+command resumes once it is back (the lost worker's running trial is then failed as stale).
 """
 from __future__ import annotations
 
@@ -28,14 +32,14 @@ from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from nas.core.errors import SearchError, clip, clip_words
 from nas.core.files import record_lock
 from nas.core.processes import ProcessIdentity, alive, this_process
 
-HEARTBEAT_INTERVAL = 10.0
 GRACE_PERIOD = 60.0
+HEARTBEAT_INTERVAL = GRACE_PERIOD / 6
 DEFAULT_JOURNAL = "optuna.journal"
 _OPEN_ATTEMPTS = 5
 _log = logging.getLogger(__name__)
@@ -133,8 +137,37 @@ def ask_lock(path: Path | None) -> Iterator[None]:
 
 
 def _cannot_open(url: str, error: Exception) -> SearchError:
-    detail = clip_words(mask_url(str(error) or type(error).__name__, url))
-    return SearchError(f"storage: cannot open {clip(mask_url(url))}: {detail}")
+    if isinstance(error, ImportError):      # the URL's driver, e.g. psycopg for postgresql://
+        missing = error.__cause__ if isinstance(error.__cause__, ImportError) else error   # Optuna's wraps it
+        return SearchError(f"storage: cannot open {clip(mask_url(url))}: its database driver is missing ({missing}); "
+                           f"PostgreSQL's comes with the postgres extra: pip install -e '.[postgres]'")
+    return SearchError(f"storage: cannot open {clip(mask_url(url))}: {_reason(error, url)}")
+
+
+def _reason(error: BaseException, url: str | None) -> str:
+    """The driver's own words for a database error (not SQLAlchemy's wrapping), one line, masked."""
+    while error.__cause__ is not None and not isinstance(error, SQLAlchemyError):
+        error = error.__cause__                      # Optuna's StorageInternalError wraps SQLAlchemy's
+    if isinstance(error, DBAPIError) and error.orig is not None:
+        error = error.orig
+    text = " ".join(str(error).split()) or type(error).__name__
+    return clip_words(mask_url(text, url))
+
+
+class StorageLost(SearchError):
+    """The storage failed mid-search (a database server stopped or unreachable): not bad input."""
+
+    exit_code = 1
+
+
+@contextlib.contextmanager
+def storage_errors(url: str | None) -> Iterator[None]:
+    """Turn a database error inside the block into `StorageLost`, one line naming `url` (masked)."""
+    try:
+        yield
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as e:
+        raise StorageLost(f"storage: lost {clip(mask_url(str(url)))} mid-search: {_reason(e, url)}; the study "
+                          f"keeps every completed trial: run the same command again to resume") from e
 
 
 def is_stale(trial: FrozenTrial, now: float) -> bool:
@@ -181,7 +214,7 @@ class Heartbeat:
                 try:
                     self.trial.set_user_attr("nas_heartbeat", time.time())
                 except Exception as e:  # a busy storage: the next beat tries again
-                    _log.warning("heartbeat of trial %d failed: %s", self.trial.number, e)
+                    _log.warning("heartbeat of trial %d failed: %s", self.trial.number, _reason(e, None))
 
     def close(self) -> None:
         self._stop.set()

@@ -249,7 +249,7 @@ class FewShotStrategy(Strategy):
             warnings.warn(f"{OPTION_PATH}: budget shared with reinit_children true: up to {children} final children "
                           f"start from fresh weights and share the last {remaining} steps (about "
                           f"{remaining // children} each); reinit_children: false keeps their trained weights "
-                          f"(BENCHMARKS.md §17)", stacklevel=2)
+                          f"(benchmarks/notes/17-default-path.md)", stacklevel=2)
 
     def schedule_step(self, step: int, io: StepIO) -> float:
         return budget.schedule_position(self._segments(io), step)

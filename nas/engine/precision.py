@@ -2,13 +2,13 @@
 
 bf16 autocast pays on a CPU only with bf16 instructions (AVX512-BF16 or AMX: without them
 autocast emulates bf16 and is slower) and only for networks whose work is dense matrix
-products. Measured on one thread (`python -m benchmarks.bf16_speed`, BENCHMARKS.md §23; an AMD
+products. Measured on one thread (`python -m benchmarks.bf16_speed`, benchmarks/notes/23-bf16.md; an AMD
 EPYC with AVX512-BF16), fp32 ms / bf16 ms of a standalone training step, min / mid / max arch:
 cell201 1.39 / 1.15 / 1.41 (faster); MobileNetV3 0.43 / 0.39 / 0.59 (its depthwise convolutions
 run slower in bf16); ViT 0.88 / 0.87 / 1.26 (slower but for the max). With oneDNN kept off the
 bf16 instructions (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI) cell201 ran 0.71 / 0.73 / 0.50: hence
 the capability check. Test top-1 of bf16 cell201 trainings (shipped recipe, 3 archs x 2 seeds)
-was within the fp32 seed spread (-0.21 points on average, §23).
+was within the fp32 seed spread (-0.21 points on average, benchmarks/notes/23-bf16.md).
 
 So under `auto` a standalone training of an fp32 recipe runs bf16 autocast when this CPU has
 bf16 instructions and the network is a batch-normed CNN whose convolutions are all dense
@@ -83,5 +83,5 @@ def bf16_autocast(bf16: bool, device_type: str = "cpu") -> ContextManager:
 
 def bf16_cpu_warning() -> str:
     """What `train.precision: bf16` on a CPU is warned with: what was measured, and this CPU's case."""
-    return (f"train.precision: bf16 autocast on CPU is often slower than fp32; measured (BENCHMARKS.md §23): "
+    return (f"train.precision: bf16 autocast on CPU is often slower than fp32; measured (benchmarks/notes/23-bf16.md): "
             f"{BF16_MEASURED}; this CPU {'has' if cpu_has_bf16() else 'lacks'} bf16 instructions")

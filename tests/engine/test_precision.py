@@ -14,7 +14,7 @@ def test_the_bf16_warning_says_what_was_measured(monkeypatch, has_bf16):
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
     message = precision.bf16_cpu_warning()
     assert message.startswith("train.precision: bf16 autocast on CPU is often slower than fp32; measured "
-                              "(BENCHMARKS.md §23): ")
+                              "(benchmarks/notes/23-bf16.md): ")
     assert precision.BF16_MEASURED in message and "1.15-1.41x faster than fp32 for cell201" in message
     assert message.endswith("this CPU has bf16 instructions" if has_bf16 else "this CPU lacks bf16 instructions")
 

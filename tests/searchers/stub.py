@@ -13,7 +13,8 @@ one search worker (one thread) in a subprocess. Tests synchronise with workers t
 never through durations: `--meet N` makes the first evaluation of each worker wait until N
 workers have begun one (so every worker finishes a trial), and `--hold-after K` makes the
 evaluation after K finished ones announce itself (`DIR/holding`) and block until the process
-is killed (so a kill lands inside an evaluation).
+is killed (so a kill lands inside an evaluation). `--grace-period S` shortens how long a
+silent worker's trial stays RUNNING (heartbeats every S/6 s), for the tests of heartbeats.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +37,7 @@ from tests.conftest import make_space
 
 MAX_MACS = 1_000_000
 _SHM = Path("/dev/shm")
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -87,6 +91,46 @@ class StubEvaluator:
         return {"val_top1": 0.95 - 0.05 * distance, "distance": distance}
 
 
+def start_worker(out_dir: Path, *args: str) -> subprocess.Popen:
+    """A search worker (`main` below) in a subprocess with one thread, writing into `out_dir`."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(_ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "tests.searchers.stub", "--out", str(out_dir), *args],
+                            cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(workers: list[subprocess.Popen]) -> None:
+    """Wait for every worker; each must exit 0 (its stderr's tail is shown otherwise)."""
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err[-2000:]
+
+
+def load_study(url: str, out_dir: Path, name: str):
+    """The Optuna study `name` of storage `url`, opened afresh (a new connection)."""
+    import optuna
+
+    from searchers.optuna_storage import open_storage
+    return optuna.load_study(study_name=name, storage=open_storage(url, out_dir))
+
+
+def results(out_dir: Path) -> list[dict]:
+    """The records of `out_dir/results.jsonl` (every worker appends to it), or []."""
+    path = out_dir / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def stub_search(out: Path, searcher: str, trials: int, evaluate: StubEvaluator | None = None, **request: Any):
+    """A search of the small space under `MAX_MACS` by `evaluate` (default: a fresh
+    `StubEvaluator`) in this process; `request`: more `SearchRequest` fields (seed, storage, ...)."""
+    from nas.engine.searching.costs import Constraints
+    from nas.engine.searching.loop import run_search
+    from nas.engine.searching.request import SearchRequest
+    space = small_space()
+    evaluate = evaluate if evaluate is not None else StubEvaluator(space, target_arch(space))
+    return run_search(space, evaluate, SearchRequest(searcher, out, trials=trials, constraints=Constraints(
+        max_macs=MAX_MACS), progress=False, tensorboard=False, **request))
+
+
 def meet(folder: Path, worker: int, count: int) -> None:
     """Say that `worker` has begun an evaluation, then wait until `count` workers have."""
     (folder / f"meet-{worker}").touch()
@@ -112,7 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--meet", type=int, default=0, help="workers to wait for before the first evaluation")
     parser.add_argument("--hold-after", type=int, help="block inside the evaluation after this many")
+    parser.add_argument("--grace-period", type=float, help="seconds a silent worker's trial stays RUNNING")
     args = parser.parse_args(argv)
+    if args.grace_period is not None:
+        from searchers import optuna_storage
+        optuna_storage.GRACE_PERIOD = args.grace_period
+        optuna_storage.HEARTBEAT_INTERVAL = args.grace_period / 6
     out = Path(args.out)
 
     def before(calls: int) -> None:
@@ -123,14 +172,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     torch.set_num_threads(1)
-    from nas.engine.searching.costs import Constraints
-    from nas.engine.searching.loop import run_search
-    from nas.engine.searching.request import SearchRequest
+    from nas.engine.searching import pareto_report
+    pareto_report.plot_pareto = lambda *_args, **_kwargs: None   # unread here; matplotlib costs 1.5 s of CPU
     space = small_space()
-    result = run_search(space, StubEvaluator(space, target_arch(space), args.sleep, before),
-                        SearchRequest(args.searcher, out, trials=args.trials, seed=args.seed,
-                                      constraints=Constraints(max_macs=MAX_MACS), storage=args.storage,
-                                      study=args.study, worker=args.worker, progress=False, tensorboard=False))
+    result = stub_search(out, args.searcher, args.trials, StubEvaluator(space, target_arch(space), args.sleep, before),
+                         seed=args.seed, storage=args.storage, study=args.study, worker=args.worker)
     print(json.dumps(result.to_json()))
     return 0
 

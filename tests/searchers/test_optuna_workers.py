@@ -6,12 +6,11 @@ processes with two OpenMP threads each slow each other down tenfold on two cores
 from __future__ import annotations
 
 import dataclasses
-import json
+import importlib.util
+import logging
+import time
 import multiprocessing
-import os
 import signal
-import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,40 +18,26 @@ from types import SimpleNamespace
 import optuna
 import pytest
 from optuna.trial import TrialState
+from sqlalchemy.exc import OperationalError
 
 from nas.core.arch import arch_id
 from nas.core.errors import SearchError
 from nas.core.processes import this_process
-from nas.engine.searching.costs import Constraints
-from nas.engine.searching.loop import run_search
-from nas.engine.searching.request import SearchRequest
-from searchers.optuna_storage import GRACE_PERIOD, ask_lock, is_stale, open_storage, storage_file
+from searchers.optuna_storage import (GRACE_PERIOD, Heartbeat, StorageLost, ask_lock, is_stale, open_storage,
+                                      storage_errors, storage_file)
 from tests.core.test_processes import gone_pid
 from tests.support.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
-    MAX_MACS,
     StubEvaluator,
+    finish,
+    load_study,
+    results,
     search_dir,
     small_space,
+    start_worker,
+    stub_search,
     target_arch,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _worker(out_dir: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "tests.searchers.stub", "--out", str(out_dir), *args],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _study(url: str, out_dir: Path, name: str) -> optuna.Study:
-    return optuna.load_study(study_name=name, storage=open_storage(url, out_dir))
-
-
-def _records(out_dir: Path) -> list[dict]:
-    path = out_dir / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
 
 
 def _ask_twice(url: str, out_dir: Path, ready, numbers) -> None:
@@ -98,15 +83,12 @@ def test_an_ask_lock_that_cannot_be_created_names_the_storage_argument(tmp_path)
 def test_two_workers_share_one_sqlite_study(search_dir):
     url = f"sqlite:///{search_dir}/study.db"
     common = ["--searcher", "optuna-tpe", "--trials", "10", "--storage", url, "--study", "shared", "--meet", "2"]
-    workers = [_worker(search_dir, *common, "--worker", str(k)) for k in (0, 1)]
-    for worker in workers:
-        _, err = worker.communicate(timeout=120)
-        assert worker.returncode == 0, err[-2000:]
-    study = _study(url, search_dir, "shared")
+    finish([start_worker(search_dir, *common, "--worker", str(k)) for k in (0, 1)])
+    study = load_study(url, search_dir, "shared")
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(complete) == 10
     assert not study.get_trials(states=(TrialState.RUNNING,))
-    records = _records(search_dir)  # both workers append to the one results.jsonl
+    records = results(search_dir)  # both workers append to the one results.jsonl
     assert sorted(r["trial"] for r in records) == sorted(t.number for t in complete)
     assert len({r["arch_id"] for r in records}) == 10
     assert {t.user_attrs["nas"]["worker"] for t in complete} == {0, 1}
@@ -116,35 +98,31 @@ def test_two_workers_share_one_sqlite_study(search_dir):
 def test_killed_search_resumes_without_rerunning_finished_trials(search_dir):
     url = f"journal://{search_dir}/study.log"
     args = ["--searcher", "optuna-nsga2", "--trials", "10", "--storage", url, "--study", "killed", "--hold-after", "3"]
-    worker = _worker(search_dir, *args)
+    worker = start_worker(search_dir, *args)
     wait_for((search_dir / "holding").exists, worker, "the fourth evaluation")
     worker.send_signal(signal.SIGKILL)               # inside that evaluation, not inside a storage write
     worker.wait()
-    finished = {r["arch_id"] for r in _records(search_dir)}
+    finished = {r["arch_id"] for r in results(search_dir)}
     assert len(finished) == 3
-    study = _study(url, search_dir, "killed")
+    study = load_study(url, search_dir, "killed")
     orphans = len(study.get_trials(states=(TrialState.RUNNING,)))
     assert orphans == 1                              # the killed worker's trial
 
     space = small_space()
     evaluate = StubEvaluator(space, target_arch(space))
-    result = run_search(space, evaluate, SearchRequest("optuna-nsga2", search_dir, trials=10, seed=0,
-                                                       constraints=Constraints(max_macs=MAX_MACS), storage=url,
-                                                       study="killed", progress=False, tensorboard=False))
+    result = stub_search(search_dir, "optuna-nsga2", 10, evaluate, storage=url, study="killed")
     assert len(evaluate.calls) == 10 - len(finished) and not finished & set(evaluate.calls)
     assert result.evaluated == 10
-    study = _study(url, search_dir, "killed")
+    study = load_study(url, search_dir, "killed")
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 10
     assert not study.get_trials(states=(TrialState.RUNNING,))
     assert len(study.get_trials(states=(TrialState.FAIL,))) == orphans  # the killed worker's trial
-    assert len({r["arch_id"] for r in _records(search_dir)}) == 10
+    assert len({r["arch_id"] for r in results(search_dir)}) == 10
 
 
 def test_a_duplicate_is_seen_while_the_other_worker_has_not_tagged_its_trial(search_dir):
     # Worker A has asked a trial (its parameters are stored) but not yet written its `nas`
     # attribute (a loaded machine can stall it there for seconds); worker B asks the same arch.
-    import time
-
     from searchers.base import SearchContext
     from searchers.optuna_searcher import TPEOptions, TPESearcher
 
@@ -183,3 +161,44 @@ def test_a_running_trial_is_stale_when_its_worker_is_judged_dead_or_silent():
     assert is_stale(_running(elsewhere, heartbeat_age=GRACE_PERIOD + 1), 1e9)
     older = {**record, "host": f"{me.host}/pid:[{me.pidns}]", "pid": gone.pid}         # a record of an older version
     assert not is_stale(_running(older), 1e9) and is_stale(_running(older, heartbeat_age=GRACE_PERIOD + 1), 1e9)
+
+
+def test_a_storage_url_whose_driver_is_missing_names_it_and_the_extra(tmp_path):
+    if importlib.util.find_spec("pg8000") is not None:
+        pytest.skip("pg8000 is installed here: no missing driver to name")
+    with pytest.raises(SearchError, match=r"^storage: cannot open postgresql\+pg8000://bob:\*\*\*@127\.0\.0\.1:1/nas: "
+                                          r"its database driver is missing \(No module named 'pg8000'\); .*"
+                                          r"pip install -e '\.\[postgres\]'$"):
+        open_storage("postgresql+pg8000://bob:hunter2@127.0.0.1:1/nas", tmp_path)
+
+
+def test_a_database_error_mid_search_is_one_line_in_the_drivers_words_password_masked():
+    url = "postgresql://bob:hunter2@db.example/nas"
+    driver = RuntimeError("server closed the connection unexpectedly\n\tThis probably means the server terminated")
+    with pytest.raises(StorageLost) as raised:
+        with storage_errors(url):
+            try:
+                raise OperationalError("SELECT trials.trial_id FROM trials", {"password": "hunter2"}, driver)
+            except OperationalError as e:     # how Optuna's RDB storage reports a failed commit
+                raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+    assert str(raised.value) == ("storage: lost postgresql://bob:***@db.example/nas mid-search: server closed the "
+                                 "connection unexpectedly This probably means the server terminated; the study keeps "
+                                 "every completed trial: run the same command again to resume")
+    assert raised.value.exit_code == 1
+
+
+def test_a_failed_heartbeat_is_one_warning_line_in_the_drivers_words(caplog):
+    class LostTrial:        # a trial whose database went away
+        number = 7
+
+        def set_user_attr(self, key, value):
+            raise OperationalError("UPDATE trial_user_attributes SET value_json=...", {},
+                                   RuntimeError("server closed the connection\n\tunexpectedly"))
+    heartbeat = Heartbeat(0.01)
+    with caplog.at_level(logging.WARNING, logger="searchers.optuna_storage"):
+        heartbeat.beat(LostTrial())
+        deadline = time.monotonic() + 60
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.01)
+        heartbeat.close()
+    assert caplog.records[0].getMessage() == "heartbeat of trial 7 failed: server closed the connection unexpectedly"

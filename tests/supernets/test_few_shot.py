@@ -388,7 +388,7 @@ def test_the_cli_prints_that_warning_in_one_line_and_trains(tmp_path, capsys):
     warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert warned == ["nas train: warning: strategy.split: budget shared with reinit_children true: up to 4 final "
                       "children start from fresh weights and share the last 2 steps (about 0 each); "
-                      "reinit_children: false keeps their trained weights (BENCHMARKS.md §17)"]
+                      "reinit_children: false keeps their trained weights (benchmarks/notes/17-default-path.md)"]
 
 
 def test_per_child_children_take_turns_from_the_split():

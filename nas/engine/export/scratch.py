@@ -144,8 +144,8 @@ def cheaper_path_note(config: RunConfig, config_file: str | Path) -> str | None:
     search = f"nas search {config_file} --max-macs 35%,50%,75% --out DIR"
     export = f"nas export {config_file} --family DIR"
     return (f"the supernet does not pay here: each export fine-tunes for {100 * share:.0f}% of a training "
-            "(export.finetune.length), what training the arch alone from scratch costs (on cell201, BENCHMARKS.md "
-            f"section 19 found that fine-tune no better than training from scratch); the cheaper path: {search} "
+            "(export.finetune.length), what training the arch alone from scratch costs (on cell201 that fine-tune was "
+            f"no better than training from scratch: benchmarks/notes/19-ships-vs-alone.md); the cheaper path: {search} "
             f"(a zero-cost score, nothing trained), then {export} (each member trained alone)")
 
 

@@ -52,7 +52,7 @@ PROBE_ARCHS = 256          # random archs on which equal layer counts are told a
 FOLDS = 10                 # cross-validation folds (leave-one-out below this many archs)
 RIDGE_GRID = (0.01, 0.1, 1.0, 10.0)   # deviation strengths tried with a prior
 PRIOR_MIN_TIMINGS = 3      # with a prior: a scale, a constant, and one held out
-RELIABLE_ARCHS = 20        # fewer distinct archs: held-out figures are rough (BENCHMARKS.md §22: from
+RELIABLE_ARCHS = 20        # fewer distinct archs: held-out figures are rough (benchmarks/notes/22-latency-fit.md: from
                            # 20 timed archs every draw ranked the other archs at Spearman >= 0.91)
 _COVERS: dict[tuple[str, str, int], list[Arch]] = {}     # (space, fingerprint, seed) -> `table_archs`
 

@@ -6,7 +6,7 @@ share a MACs range, so agreement inside a bin is what ranking them needs. Withou
 (a fidelity run costs hours of standalone training) it uses the space's shipped default
 (`DEFAULT_SCORES`, keyed by space name; `GENERIC_DEFAULT` for other spaces): the score that
 `benchmarks/default_score.py` chose on one half of the committed ground truth of the shipped
-space and recipe, graded on the other half (the figures, dated, are in BENCHMARKS.md); for
+space and recipe, graded on the other half (the dated figures: benchmarks/notes/17-default-path.md); for
 `cell201`, NAS-Bench-201's published CIFAR-10 accuracies of the paper-scale network chose the same
 score (`benchmarks/nb201_proxies.py`). A summary that reports no
 within-bin tau leaves `supernet`, BN-recalibrated validation top-1 (what a search ranked by

@@ -102,7 +102,7 @@ def test_nas_space_supernet_pays_exits_1_where_the_cheaper_path_is_training_alon
                                           ("fashion_mnist_vit", 1)])
 def test_the_shipped_configs_say_where_their_supernet_pays(capsys, config, code):
     """MobileNetV3's 25% fine-tunes reach the members alone; cell201's and the ViT's need a whole
-    training (BENCHMARKS.md sections 19 and 29), so `make run` trains their members alone."""
+    training (benchmarks/notes/19-ships-vs-alone.md, benchmarks/notes/29-family-make-run-vit.md), so `make run` trains their members alone."""
     assert cli.main(["space", config, "--supernet-pays"]) == code
     said = capsys.readouterr().out
     assert ("does not pay" in said) == bool(code) and ("can pay" in said) == (not code), said

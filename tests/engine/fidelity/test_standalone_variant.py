@@ -122,7 +122,7 @@ def test_auto_trains_in_bf16_only_the_spaces_measured_faster_on_a_cpu_with_bf16_
         for accelerate in ("auto", "eager", "compiled"):
             train = _recipe(space=space, accelerate=accelerate).train
             picked[space, accelerate] = choose_variant(api.standalone_model(config, arch, 0), train, STEPS, 1).bf16
-    # BENCHMARKS.md §23: cell201 faster in bf16; MobileNetV3 (depthwise) and ViT slower
+    # benchmarks/notes/23-bf16.md: cell201 faster in bf16; MobileNetV3 (depthwise) and ViT slower
     assert picked == {(space, accelerate): has_bf16 and space == "cell201" and accelerate == "auto"
                       for space, accelerate in picked}
     cell201 = load_config(tiny_config(space="cell201"))

@@ -159,7 +159,7 @@ def test_auto_without_a_fidelity_summary_uses_the_space_s_default_and_says_so(tr
         f"score auto: naswot (no fidelity summary in {trained / 'tiny' / 'fidelity'}; the default "
         "for mobilenetv3, chosen on half of the committed ground truth of fashion_mnist_mbv3, "
         "graded on the other half (no candidate, MACs included, ranked that half better than "
-        "chance); benchmarks/default_score.py, BENCHMARKS.md section 17 gives the held-out figures "
+        "chance); benchmarks/default_score.py, benchmarks/notes/17-default-path.md gives the held-out figures "
         "and their date; this run's mobilenetv3 space has other choices than that "
         f"one (fingerprint {run.space.fingerprint()}); `nas fidelity` measures the estimators on "
         "this run)")
@@ -179,16 +179,16 @@ def test_the_default_of_a_shipped_space_and_of_a_space_without_ground_truth():
     assert spec == "jacov+macs" and why == ("the default for cell201, chosen on half of the committed ground truth of "
                                             "fashion_mnist_cell201, graded on the other half (MACs alone ranked that "
                                             "half better within MACs bins); benchmarks/default_score.py, "
-                                            "BENCHMARKS.md section 17 gives the held-out figures and their date; "
+                                            "benchmarks/notes/17-default-path.md gives the held-out figures and their date; "
                                             "NAS-Bench-201's CIFAR-10 accuracies chose it too (on NASLib's 725 "
                                             "archs, graded on 1,000 others; benchmarks/nb201_proxies.py, "
-                                            "BENCHMARKS.md section 21)")
+                                            "benchmarks/notes/21-nb201-yardstick.md)")
     vit = api.build_space(api.load_config("fashion_mnist_vit"))
     spec, why = default_score(vit)
     assert spec == "macs+naswot+synflow" and "supernet" not in spec
     assert why == ("the default for a space without a committed ground truth (the best mean over the shipped "
                    "spaces), chosen on half of the committed ground truth of the shipped spaces, graded on the "
-                   "other half; benchmarks/default_score.py, BENCHMARKS.md section 17 gives the held-out figures "
+                   "other half; benchmarks/default_score.py, benchmarks/notes/17-default-path.md gives the held-out figures "
                    "and their date")
 
 
@@ -209,7 +209,7 @@ def test_auto_s_line_is_short_and_the_evidence_is_asked_for(trained, tmp_path, c
     assert cli.main(["summary", str(tmp_path / "s"), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["score_line"] == chosen[0].removeprefix("chosen by: ")
-    assert "BENCHMARKS.md section 17" in printed["score_reason"] and "fashion_mnist_mbv3" in printed["score_reason"]
+    assert "benchmarks/notes/17-default-path.md" in printed["score_reason"] and "fashion_mnist_mbv3" in printed["score_reason"]
     # a summary from before score_line existed: the score, and where its reason is
     saved = tmp_path / "s" / "summary.json"
     saved.write_text(json.dumps({key: value for key, value in json.loads(saved.read_text()).items()

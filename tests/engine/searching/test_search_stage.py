@@ -240,7 +240,7 @@ def test_optuna_workers_count_their_evaluations_as_new(trained, capsys, tmp_path
 def test_nas_search_reaches_an_estimator_in_five_calls(trained, monkeypatch, tmp_path):
     """The stage in one sitting: `cmd_search` -> `stage.search` -> `stage.search_request` (the
     search of a built request, which a family's members share) -> `loop.search_loop` ->
-    `SearchScore.metrics` -> `Estimator.score` (BENCHMARKS.md section 20 counted four calls before
+    `SearchScore.metrics` -> `Estimator.score` (benchmarks/notes/20-search-stage.md counted four calls before
     `search_request`)."""
     import traceback
 

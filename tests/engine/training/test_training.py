@@ -196,7 +196,7 @@ def test_a_batch_the_ranks_cannot_share_is_found_before_training():
 @pytest.mark.parametrize("has_bf16", [True, False])
 def test_bf16_on_a_cpu_warns_with_what_was_measured(tmp_path, monkeypatch, has_bf16):
     """The supernet trainer keeps `train.precision` as given; bf16 on a CPU warns with the measured
-    step times (BENCHMARKS.md §23) and whether this CPU has bf16 instructions."""
+    step times (benchmarks/notes/23-bf16.md) and whether this CPU has bf16 instructions."""
     import warnings
 
     from nas.engine.data.datasets import load_dataset
