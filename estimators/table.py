@@ -27,16 +27,16 @@ of the spellings. An arch the table lacks is an error naming it, never a silent 
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from estimators.base import Estimator, EstimatorContext
 from nas.core.yaml_io import loads as load_yaml
 from nas.core.arch import Arch, arch_id
+from nas.core.csv_rows import read_csv
 from nas.core.errors import ArchError, ConfigError, clip
 from nas.core.files import not_text
 from search_spaces.base import ArchSpace
@@ -47,11 +47,13 @@ _loaded: dict[tuple, "TableValues"] = {}     # (path, mtime, size, column, space
 
 
 class TableValues(dict):
-    """Arch id -> value of a table for one space; `skipped` counts rows of archs outside it."""
+    """Arch id -> value of a table for one space; `skipped` counts rows of archs outside it,
+    `scale` says how the values read as accuracies (`accuracy_scale`)."""
 
-    def __init__(self, values: dict[str, float], skipped: int = 0):
+    def __init__(self, values: dict[str, float], skipped: int = 0, scale: float | None = None):
         super().__init__(values)
         self.skipped = skipped
+        self.scale = scale
 
 
 def is_table_spec(name: str) -> bool:
@@ -76,15 +78,16 @@ def split_spec(spec: str, param: str = "score") -> tuple[Path, str | None]:
     return named
 
 
-def _header(path: Path, param: str) -> list[str]:
+def _read(path: Path, param: str) -> tuple[list[str], list[dict[str, str]]]:
+    """(header, rows) of the table file (`nas.core.csv_rows`: a byte-order mark and spaces after
+    commas are read through)."""
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            header = next(csv.reader(f), None)
+        header, rows = read_csv(path)
     except UnicodeDecodeError as e:
         raise _not_text(path, param, e) from None
     if not header:
         raise ConfigError(f"{param}: {path}: an empty file; a table needs a header row")
-    return [name.strip() for name in header]
+    return header, rows
 
 
 def _not_text(path: Path, param: str, error: UnicodeDecodeError) -> ConfigError:
@@ -94,7 +97,7 @@ def _not_text(path: Path, param: str, error: UnicodeDecodeError) -> ConfigError:
 def check_spec(spec: str, param: str = "score") -> tuple[Path, str, str]:
     """(path, key column, score column) of a table spec, checked against its header row."""
     path, column = split_spec(spec, param)
-    header = _header(path, param)
+    header = _read(path, param)[0]
     keys = [k for k in KEY_COLUMNS if k in header]
     if not keys:
         raise ConfigError(f"{param}: {path}: no arch column (the header needs 'arch' or 'arch_id'; it has "
@@ -141,38 +144,55 @@ def read_table(spec: str, space: ArchSpace, param: str = "score") -> TableValues
     stat = path.stat()
     cache_key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, column, space.fingerprint())
     if cache_key not in _loaded:
-        try:
-            _loaded[cache_key] = _read_rows(path, key_column, column, space, param)
-        except UnicodeDecodeError as e:
-            raise _not_text(path, param, e) from None
+        _loaded[cache_key] = _read_rows(path, key_column, column, space, param)
     return _loaded[cache_key]
 
 
 def _read_rows(path: Path, key_column: str, column: str, space: ArchSpace, param: str) -> TableValues:
     rows: dict[str, list[tuple[str, bool, float, int]]] = {}
     skipped, first_skipped = 0, None
-    with path.open(newline="", encoding="utf-8") as f:
-        for line, row in enumerate(csv.DictReader(f), start=2):
-            where = f"{path}: line {line}"
-            text = (row.get(key_column) or "").strip()
-            key = _row_arch(space, key_column, text, where)
-            if key is None:
-                skipped, first_skipped = skipped + 1, first_skipped or f"line {line}: {clip(text)}"
-                continue
-            ident, written, spelt = key
-            try:
-                value = float(row.get(column) or "")
-            except ValueError:
-                raise ConfigError(f"{where}: {column}: {clip(row.get(column))!r} is not a number") from None
-            if not math.isfinite(value):
-                raise ConfigError(f"{where}: {column}: {value} is not a finite number")
-            rows.setdefault(ident, []).append((written, spelt, value, line))
+    for line, row in enumerate(_read(path, param)[1], start=2):
+        where = f"{path}: line {line}"
+        text = (row.get(key_column) or "").strip()
+        key = _row_arch(space, key_column, text, where)
+        if key is None:
+            skipped, first_skipped = skipped + 1, first_skipped or f"line {line}: {clip(text)}"
+            continue
+        ident, written, spelt = key
+        try:
+            value = float(row.get(column) or "")
+        except ValueError:
+            raise ConfigError(f"{where}: {column}: {clip(row.get(column))!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: {column}: {value} is not a finite number")
+        rows.setdefault(ident, []).append((written, spelt, value, line))
     if not rows:
         raise ConfigError(f"{param}: {path}: " + (
             f"none of its {skipped} rows is an arch of space '{space.name}' (rows of other spaces or choices are "
             f"skipped; {first_skipped})" if skipped else "no rows (only a header)"))
-    return TableValues({ident: _one_value(found, ident, path, param) for ident, found in rows.items()},
-                       skipped)
+    values = {ident: _one_value(found, ident, path, param) for ident, found in rows.items()}
+    return TableValues(values, skipped, accuracy_scale(values, f"{param}: {path}: column '{column}'"))
+
+
+def accuracy_scale(values: Mapping[str, float], where: str) -> float | None:
+    """How a column's values read as accuracies: 100 for percentages, 1 for fractions, None
+    for values that are no accuracies (one lies outside [0, 100]: a loss, a latency). Fractions
+    when every value lies in [0, 1]; percentages (NAS-Bench-201's 94.37) when every value lies
+    in [0, 100] and most exceed 1 (a few below 1 are accuracies under 1%, a dead network's on
+    many classes). Values above 1 in a minority are a mixed column (a fraction table with stray
+    percentages), which ranks and reads wrongly whatever rule is applied: `ConfigError` naming
+    `where` and two archs, for a score and a ground truth alike."""
+    if any(not 0 <= v <= 100 for v in values.values()):
+        return None
+    above = [ident for ident, v in values.items() if v > 1]
+    if not above:
+        return 1.0
+    if 2 * len(above) > len(values):
+        return 100.0
+    below = next(ident for ident, v in values.items() if v <= 1)
+    raise ConfigError(f"{where}: mixes fractions and percentages ({len(above)} of {len(values)} values above 1, "
+                      f"e.g. arch {above[0]}: {values[above[0]]:g}; arch {below}: {values[below]:g}); give every "
+                      "value on one scale")
 
 
 def _one_value(found: list[tuple[str, bool, float, int]], ident: str, path: Path, param: str) -> float:

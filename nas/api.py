@@ -15,7 +15,7 @@ from nas.engine.export import FORMATS as EXPORT_FORMATS
 from nas.engine.export import ExportResult, export_subnet
 from nas.engine.export.family import FAMILY_EXPORT, FamilyExport, export_family
 from nas.engine.export.family_summary import check_family_json_kept, format_family_summary, summarise_family
-from nas.engine.export.scratch import cheaper_path_note, export_family_from_scratch
+from nas.engine.export.scratch import cheaper_path_note, export_family_from_scratch, finetune_share
 from nas.engine.export.shipped import format_shipped, read_shipped, shipped_status
 from nas.engine.fidelity.report import format_summary as format_fidelity_summary
 from nas.engine.fidelity.results import FidelityResult, GroundTruthResult
@@ -53,10 +53,11 @@ __all__ = ["EXPORT_FORMATS", "EvalResult", "ExportResult", "FAMILY_EXPORT", "Fam
            "FidelityResult", "GenerateResult", "GroundTruthResult", "ImportResult", "Run", "SPLITS", "SearchResult", "TrainSummary",
            "arch_generator", "budget_list", "build_space", "build_strategy", "build_supernet", "cheaper_path_note",
            "check_family_json_kept", "check_untrained_search", "evaluate", "export_family",
-           "export_family_from_scratch", "export_subnet", "fidelity", "find_run", "format_family_summary",
-           "format_fidelity_summary", "format_search_summary", "format_shipped", "format_space_summary", "generate",
-           "ground_truth", "import_run", "is_family", "latency_fit", "latency_probe", "latency_table", "load_config",
-           "load_run", "load_source", "load_splits", "load_weights", "names_a_run",
+           "export_family_from_scratch", "export_subnet", "fidelity", "find_run", "finetune_share",
+           "format_family_summary", "format_fidelity_summary", "format_search_summary", "format_shipped",
+           "format_space_summary", "generate", "ground_truth", "import_run", "is_family", "latency_fit",
+           "latency_probe", "latency_table", "load_config", "load_run", "load_source", "load_splits", "load_weights",
+           "names_a_run",
            "read_family", "read_shipped", "resolve_arch", "resolve_budget", "resume_config", "run_name",
            "run_space_summary", "search", "search_family", "search_summary", "shipped_status", "space_summary",
            "standalone_model",

@@ -131,9 +131,16 @@ def _supernet_pays(args: argparse.Namespace) -> int:
     if _names_a_run(args.config, args.runs_dir):
         if args.set:
             raise ConfigError("--set: overrides apply to a config, not to a trained run")
-        note = _cheaper_path_of(api.find_run(args.config, args.runs_dir).root / "config.yaml")
+        source = api.find_run(args.config, args.runs_dir).root / "config.yaml"
+        config = api.load_config(source)
     else:
-        note = api.cheaper_path_note(api.load_config(args.config, args.set), args.config)
+        source, config = args.config, api.load_config(args.config, args.set)
+    note = api.cheaper_path_note(config, source)
+    if note is None and api.finetune_share(config) is None:
+        print("a supernet may pay here, or not: export.finetune.length and the training count in steps and epochs, "
+              "and an imagefolder's epoch is known only from its files; give data.train_size, or the length as a "
+              "share of the run (e.g. 25%), to know")
+        return 0
     print(note or "a supernet can pay here: each export fine-tunes for less than a whole training "
                   "(export.finetune.length), so a family from one supernet can cost less than training its members "
                   "alone")

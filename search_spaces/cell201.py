@@ -43,7 +43,7 @@ import functools
 import itertools
 import random
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -70,6 +70,24 @@ EDGES = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))   # (to, from), NAS-Ben
 OPERATIONS = ("none", "skip_connect", "avg_pool_3x3", "conv_1x1", "conv_3x3")   # cheapest first
 NB201_NAMES = {"none": "none", "skip_connect": "skip_connect", "avg_pool_3x3": "avg_pool_3x3",
                "conv_1x1": "nor_conv_1x1", "conv_3x3": "nor_conv_3x3"}
+
+
+def by_sum_then_order(sizes: list[int]) -> Iterator[tuple[int, ...]]:
+    """Every index tuple (index k below `sizes[k]`) by ascending sum, then lexicographically:
+    `sorted(product(...), key=lambda t: (sum(t), t))`, made one tuple at a time, so a search
+    that stops at the first few never lists the space (15,625 tuples: 1.6 s a call, sorted)."""
+    def with_sum(k: int, total: int) -> Iterator[tuple[int, ...]]:
+        if k == len(sizes):
+            if total == 0:
+                yield ()
+            return
+        rest = sum(size - 1 for size in sizes[k + 1:])
+        for i in range(max(0, total - rest), min(sizes[k] - 1, total) + 1):
+            for tail in with_sum(k + 1, total - i):
+                yield (i, *tail)
+
+    for total in range(sum(size - 1 for size in sizes) + 1):
+        yield from with_sum(0, total)
 
 
 def edge_key(to: int, source: int) -> str:
@@ -264,10 +282,9 @@ class Cell201Space(ArchSpace):
         if key not in cache:
             cache[key] = extreme
             target = self.costs(extreme)
-            sign = 1 if cheapest else -1
-            orders = sorted(itertools.product(*(range(len(v)) for v in choices.values())),
-                            key=lambda idx: (sign * sum(idx), [sign * i for i in idx]))
-            for indices in orders:
+            sizes = [len(values) for values in choices.values()]
+            for ordered in by_sum_then_order(sizes):
+                indices = ordered if cheapest else [size - 1 - i for size, i in zip(sizes, ordered)]
                 arch = {k: values[i] for (k, values), i in zip(choices.items(), indices)}
                 if self.is_live(arch) and self.costs(arch) == target:
                     cache[key] = self.canonical(arch)

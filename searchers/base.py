@@ -30,10 +30,9 @@ from nas.core.pareto import objective
 from nas.core.registry import SUPERNET_SCORE
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace
+from searchers.window import WindowDraws
 
 Record = dict[str, Any]
-WINDOW_STEPS = 64         # mutations a window draw tries before it proposes the nearest arch it found
-WINDOW_MUTATION = 0.2     # per-choice mutation probability of those steps
 
 
 @dataclass(frozen=True)
@@ -211,8 +210,7 @@ class ReplaySearcher(Searcher):
         self.index: dict[str, int] = {}
         self.attempt = 0  # proposals since the last tell
         self.queue: list[Arch] = []
-        self.candidate_ids = [arch_id(a) for a in context.candidates] if context.candidates is not None else []
-        self._inside: list[tuple[Arch, str]] | None = None     # the listed candidates in the window
+        self.draws = WindowDraws(context.space, context.candidates, context.window, context.cost_of)
 
     def rng(self) -> random.Random:
         """The generator of the current proposal: a function of (seed, told, attempt)."""
@@ -235,42 +233,12 @@ class ReplaySearcher(Searcher):
         """The next arch, drawn with `rng` only."""
 
     def random_arch(self, rng: random.Random) -> Arch:
-        """A uniform draw: from the unseen feasible archs when listed, else from the space."""
-        if self.context.candidates is None:
-            return self.space.sample(rng)
-        unseen = [a for a, i in zip(self.context.candidates, self.candidate_ids) if i not in self.index]
-        return dict(rng.choice(unseen)) if unseen else self.space.sample(rng)
+        """A uniform draw (`WindowDraws.uniform`) avoiding the archs told."""
+        return self.draws.uniform(rng, self.index)
 
     def window_arch(self, rng: random.Random) -> Arch:
-        """An arch within the window (`SearchContext.window`, the costs near the budgets, which
-        uniform draws seldom reach: the costs of a space's archs add up over many choices): from
-        the unseen feasible archs in it when they are listed; else a uniform draw mutated step by
-        step, each step kept when it brings the costs nearer the window, until inside or after
-        `WINDOW_STEPS` steps. Without a window, a uniform draw."""
-        if not self.context.window or self.context.cost_of is None:
-            return self.random_arch(rng)
-        if self.context.candidates is not None:
-            if self._inside is None:
-                self._inside = [(a, i) for a, i in zip(self.context.candidates, self.candidate_ids)
-                                if self._gap(a) == 0]
-            unseen = [a for a, i in self._inside if i not in self.index]
-            return dict(rng.choice(unseen)) if unseen else self.random_arch(rng)
-        arch = self.space.sample(rng)
-        gap = self._gap(arch)
-        for _ in range(WINDOW_STEPS):
-            if gap == 0:
-                break
-            child = self.space.mutate(arch, WINDOW_MUTATION, rng)
-            if (child_gap := self._gap(child)) < gap:
-                arch, gap = child, child_gap
-        return arch
-
-    def _gap(self, arch: Arch) -> float:
-        """How far the costs of `arch` lie outside the window, in window widths (0: inside)."""
-        assert self.context.cost_of is not None
-        costs = self.context.cost_of(arch)
-        return sum((max(0.0, low - costs[name]) + max(0.0, costs[name] - high)) / (high - low)
-                   for name, (low, high) in self.context.window.items())
+        """An arch within the window (`WindowDraws.near`) avoiding the archs told."""
+        return self.draws.near(rng, self.index)
 
     def trial_number(self) -> int:
         return len(self.records)

@@ -33,7 +33,7 @@ from nas.core.arch import Arch, arch_id
 from nas.core.errors import ConfigError, SearchError
 from nas.core.pareto import objective
 from nas.core.registry import SEARCHERS
-from nas.core.rng import derive_seed
+from nas.core.rng import derive_seed, python_rng
 from searchers import optuna_storage
 from searchers.base import (
     Record,
@@ -42,6 +42,7 @@ from searchers.base import (
     check_settings,
     merge_options,
 )
+from searchers.window import WindowDraws
 
 DEFAULT_STUDY = "search"
 POLL_SECONDS = 0.2
@@ -114,6 +115,7 @@ class OptunaSearcher(Searcher):
             self.study = self._load_study(storage, context, options)
         self.heartbeat = optuna_storage.Heartbeat(optuna_storage.HEARTBEAT_INTERVAL)
         self.trial: optuna.Trial | None = None
+        self.draws = WindowDraws(context.space, context.candidates, context.window, context.cost_of)
 
     def _load_study(self, storage: optuna.storages.BaseStorage, context: SearchContext,
                     options: Any) -> optuna.Study:
@@ -151,15 +153,37 @@ class OptunaSearcher(Searcher):
     def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
         """The Optuna sampler of this searcher, seeded with `seed`."""
 
+    @abc.abstractmethod
+    def startup_trials(self) -> int:
+        """Completed trials before the sampler models the study (its random start-up trials)."""
+
     # -- protocol ---------------------------------------------------------------------------
     @_on_storage
     def ask(self) -> Arch:
         with optuna_storage.ask_lock(self.storage_file):    # one enqueued trial, one worker
+            self._enqueue_window_draw()
             self.trial = self.study.ask(self.distributions)
         arch = self.space.canonical(self.trial.params)
         self.trial.set_user_attr("nas", optuna_storage.worker_info(arch_id(arch), self.context.worker))
         self.heartbeat.beat(self.trial)
         return arch
+
+    def _enqueue_window_draw(self) -> None:
+        """Among the start-up trials, every other completed one is drawn within the window (as
+        evolution's first generation: `searchers.window`) rather than by the sampler: enqueued
+        before the ask, unless a trial already waits (the `first` archs go first). The draw is a
+        function of (seed, trials in the study), so a resumed study draws anew."""
+        if not self.context.window:
+            return
+        trials = self.study.get_trials(deepcopy=False)
+        completed = sum(t.state == TrialState.COMPLETE for t in trials)
+        if completed >= self.startup_trials() or completed % 2 == 0 or any(t.state == TrialState.WAITING
+                                                                          for t in trials):
+            return
+        seen = {key for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING)
+                and (key := self._arch_id_of(t)) is not None}
+        rng = python_rng(self.context.seed, self.name, "window", len(trials))
+        self.study.enqueue_trial(dict(self.space.canonical(self.draws.near(rng, seen))))
 
     @_on_storage
     def enqueue(self, archs: Sequence[Arch]) -> None:
@@ -297,6 +321,9 @@ class TPESearcher(OptunaSearcher):
             return options
         return replace(options, n_startup_trials=min(10, max(2, trials // 5)))
 
+    def startup_trials(self) -> int:
+        return self.options.n_startup_trials
+
     def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -315,6 +342,9 @@ class NSGA2Searcher(OptunaSearcher):
         if options.population_size is not None:
             return options
         return replace(options, population_size=min(50, max(4, trials // 5)))
+
+    def startup_trials(self) -> int:
+        return self.options.population_size     # the first generation is drawn at random
 
     def directions(self) -> list[str]:
         return ["maximize"] + ["minimize"] * len(self.context.costs)

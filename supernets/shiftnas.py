@@ -242,17 +242,17 @@ class ShiftNASSampler(BinnedTable, Sampler):
         return self._probe_archs
 
     def shift(self, feedback: StepFeedback) -> None:
-        """Score every bin by the look-ahead (all-reduced over ranks), store the first update's
+        """Score every bin by the look-ahead (its bins shared out over ranks), store the first update's
         squared gradient norms as the reference, and move the logits."""
-        key = f"shiftnas-{feedback.step}"
+        key, io = f"shiftnas-{feedback.step}", feedback.io
         result = lookahead_scores(feedback.subnet_for, self.probe_archs(), self.probabilities().detach(),
                                   self.reference, self.options.lookahead_lr,
-                                  feedback.io.batches("train", self.options.probe_batches, key),
-                                  feedback.io.batches("val", self.options.probe_batches, key))
+                                  io.batches("train", self.options.probe_batches, key),
+                                  io.batches("val", self.options.probe_batches, key),
+                                  io.rank, io.world_size, feedback.all_reduce_mean)   # the ranks share the bins
         if feedback.slots:
             feedback.subnet_for(feedback.slots[-1].arch)
-        scores = feedback.all_reduce_mean(result.scores)
-        norms = feedback.all_reduce_mean(result.val_sq_norms)
+        scores, norms = result.scores, result.val_sq_norms
         if not torch.any(self.reference > 0):
             self.reference = norms.clone()
         self.update_logits(scores)

@@ -28,6 +28,11 @@ accumulated step, direction). Cost per update, for K reachable bins and B probe 
 each split: K*B backward passes on training batches at w, K*B backward passes on validation
 batches at w', 2*K*B forward passes at w +/- eps d. Weights, gradients and buffers are
 restored exactly afterwards (the weights from a saved copy, never by subtracting).
+
+Every rank of a job sees the same probe batches, so the ranks share the bins out (rank r takes
+every `world_size`-th from r) and sum their shares: the step, the direction and the norms
+(all-reduced, parameter-sized), then the scores. Each rank does 1/`world_size` of the passes and
+every rank ends with the scores one process computes.
 """
 from __future__ import annotations
 
@@ -71,46 +76,61 @@ def _set(params: Sequence[nn.Parameter], values: Sequence[torch.Tensor]) -> None
 
 def lookahead_scores(subnet_for: Callable[[Arch], nn.Module], archs: Sequence[Arch | None],
                      probs: torch.Tensor, reference: torch.Tensor, xi: float,
-                     train: Batches, val: Batches) -> Lookahead:
+                     train: Batches, val: Batches, rank: int = 0, world_size: int = 1,
+                     all_reduce_mean: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Lookahead:
     """Scores `s_j` (module docstring) of every bin with a probe arch (`archs[j]`, None for a
     masked bin, which scores 0). `reference[k] > 0` is `R_k`; where it is 0 the bin's own
-    squared norm at w' is used (the first update). Leaves weights, gradients and buffers as
-    they were."""
+    squared norm at w' is used (the first update). With `world_size` ranks (each given the same
+    batches and its `all_reduce_mean`) this rank measures its share of the bins and every rank
+    returns the whole result. Leaves weights, gradients and buffers as they were."""
     bins = [j for j, arch in enumerate(archs) if arch is not None]
     scores = torch.zeros(len(archs), dtype=torch.float64)
     norms = torch.zeros(len(archs), dtype=torch.float64)
     if not bins or not train or not val:
         return Lookahead(scores, norms)
+    mine = bins[rank::world_size]
     nets = {id(net): net for net in (subnet_for(archs[j]) for j in bins)}
     params = list({id(p): p for net in nets.values() for p in net.parameters() if p.requires_grad}.values())
     saved = [p.detach().clone() for p in params]
+
+    def summed(shares: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The ranks' `shares` summed (as they are on one process)."""
+        if world_size == 1 or all_reduce_mean is None:
+            return shares
+        flat = torch.cat([t.reshape(-1).to(saved[0].device, torch.float64) for t in shares])
+        total = all_reduce_mean(flat) * world_size
+        return [part.view_as(t).to(t.device, t.dtype) for part, t in zip(total.split([t.numel() for t in shares]),
+                                                                          shares)]
+
     with ExitStack() as stack:
         for net in nets.values():
             stack.enter_context(preserved_buffers(net))
         try:
             step = [torch.zeros_like(p) for p in params]
-            for j in bins:
+            for j in mine:
                 for acc, g in zip(step, _grads(_mean_loss(subnet_for, archs[j], train), params)):
                     acc.add_(g, alpha=float(probs[j]))
-            _set(params, [w - xi * s for w, s in zip(saved, step)])
+            _set(params, [w - xi * s for w, s in zip(saved, summed(step))])
             direction = [torch.zeros_like(p) for p in params]
-            for k in bins:
+            for k in mine:
                 grads = _grads(_mean_loss(subnet_for, archs[k], val), params)
                 norms[k] = sum(g.double().pow(2).sum() for g in grads).item()
                 weight = float(reference[k]) if reference[k] > 0 else norms[k].item()
                 if weight > 0:
                     for acc, g in zip(direction, grads):
                         acc.add_(g, alpha=1.0 / weight)
+            *direction, norms = summed([*direction, norms])
             size = torch.sqrt(sum(d.double().pow(2).sum() for d in direction)).item()
             if size > 0:
                 eps = FD_SCALE / size
                 with torch.no_grad():
                     _set(params, [w + eps * d for w, d in zip(saved, direction)])
-                    plus = [_mean_loss(subnet_for, archs[j], train).double() for j in bins]
+                    plus = [_mean_loss(subnet_for, archs[j], train).double() for j in mine]
                     _set(params, [w - eps * d for w, d in zip(saved, direction)])
-                    minus = [_mean_loss(subnet_for, archs[j], train).double() for j in bins]
-                for j, hi, lo in zip(bins, plus, minus):
+                    minus = [_mean_loss(subnet_for, archs[j], train).double() for j in mine]
+                for j, hi, lo in zip(mine, plus, minus):
                     scores[j] = ((hi - lo) / (2 * eps)).item()
+                scores, = summed([scores])
         finally:
             _set(params, saved)
     return Lookahead(scores, norms)

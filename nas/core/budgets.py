@@ -19,6 +19,9 @@ from nas.core.costs import COSTS, LATENCY, MACS
 from nas.core.errors import ConfigError, check_int
 
 MEMBERS_LOW, MEMBERS_HIGH = 20, 80     # percent of the MACs range that `members=K` spans
+# The most members a family has: `members=K` budgets at least 1% of the MACs range apart (closer
+# budgets answer alike), and a list no longer; a larger K is a typo, refused before any work.
+MAX_MEMBERS = MEMBERS_HIGH - MEMBERS_LOW + 1
 BUDGET_PARAMS: tuple[str, ...] = tuple(cost.param for cost in COSTS)
 Budget = str | float
 
@@ -41,7 +44,7 @@ def budget_list(value: Any) -> list[Budget] | None:
 
 def member_specs(members: int) -> list[str]:
     """`members` MACs budgets evenly spaced over `MEMBERS_LOW`..`MEMBERS_HIGH`% (one: the middle)."""
-    check_int("members", members, 1)
+    _check_members(members)
     if members == 1:
         return [f"{(MEMBERS_LOW + MEMBERS_HIGH) / 2:g}%"]
     step = (MEMBERS_HIGH - MEMBERS_LOW) / (members - 1)
@@ -60,7 +63,7 @@ def family_specs(given: Mapping[str, Any], members: int | None,
         raise ConfigError(f"{first}: a family's budgets are on one cost, and {ref(second)} holds a list too; give "
                           f"the list in one of them (the other budget, one value, is shared by every member)")
     if members is not None:
-        check_int("members", members, 1)
+        _check_members(members)
         if MACS.param in lists or given.get(MACS.param) is not None:
             raise ConfigError(f"members: gives the MACs budgets (evenly spaced from {MEMBERS_LOW}% to "
                               f"{MEMBERS_HIGH}% of the MACs range); drop {ref(MACS.param)} or {ref('members')}")
@@ -73,7 +76,18 @@ def family_specs(given: Mapping[str, Any], members: int | None,
     (param, items), = lists.items()
     if not items:
         raise ConfigError(f"{param}: an empty list; give the family's budgets, e.g. 35%,50%,75%")
+    if len(items) > MAX_MEMBERS:
+        raise ConfigError(f"{param}: {len(items):,} budgets; a family has at most {MAX_MEMBERS} members (budgets at "
+                          "least 1% of the range apart)")
     return param, [_spec(item, param, items) for item in items]
+
+
+def _check_members(members: Any) -> None:
+    """`members` is an integer from 1 to `MAX_MEMBERS` (a `ConfigError` naming it, in one short line)."""
+    check_int("members", members, 1)
+    if members > MAX_MEMBERS:
+        raise ConfigError(f"members: {members:,} members; a family has at most {MAX_MEMBERS} (K budgets from "
+                          f"{MEMBERS_LOW}% to {MEMBERS_HIGH}% of the MACs range, at least 1% apart)")
 
 
 def _spec(item: Budget, param: str, items: Sequence[Budget]) -> str:

@@ -8,6 +8,9 @@ so a new cost is one more entry here plus the code that computes it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
+
+MAX_DIGITS = 17     # significant digits that write any float exactly
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,20 @@ class Cost:
         number = f"{value / self.scale:.3g}" if self.analytic else f"{value:g}"
         return number + self.short
 
-    def folder_part(self, value: float) -> str:
-        """`macs3.2M`, `latency_ms2ms`: the budget in a default search folder name."""
+    def folder_part(self, value: float, digits: int = 4) -> str:
+        """`macs3.2M`, `latency_ms2ms`: the budget in a default search folder name, to `digits`
+        significant digits (latency: at least 6)."""
         if self.analytic:
-            return f"{self.name}{value / self.scale:.4g}{self.short}"
-        return f"{self.name}{value:g}ms"
+            return f"{self.name}{value / self.scale:.{digits}g}{self.short}"
+        return f"{self.name}{value:.{max(6, digits)}g}ms"
+
+    def distinct_digits(self, values: Sequence[float]) -> int:
+        """The fewest significant digits from 4 whose `folder_part`s tell distinct `values` apart
+        (a family's budgets 0.2 MACs apart need 8)."""
+        for digits in range(4, MAX_DIGITS):
+            if len({self.folder_part(v, digits) for v in values}) == len(set(values)):
+                return digits
+        return MAX_DIGITS
 
 
 MACS = Cost("macs", "MACs (M)", 1e6, "M MACs", "M", analytic=True)

@@ -262,3 +262,28 @@ def test_eval_takes_a_nas_bench_201_string_and_prints_it_beside_the_id(cell201_r
     code = cli.main(["eval", "tiny", "--runs-dir", str(cell201_run), "--arch", text, "--device", "cpu"])
     out = capsys.readouterr().out
     assert code == 0 and out.startswith(f"{arch_id(SPACE.canonical(from_nb201_string(text)))} ({text})  val top-1"), out
+
+
+def test_a_table_saved_with_a_byte_order_mark_and_spaces_after_commas_scores_as_written(tmp_path):
+    a, b = from_nb201_string(A), from_nb201_string(B)
+    path = tmp_path / "sheet.csv"
+    path.write_text(f"\ufeffarch, acc\n{A}, 91.5\n{B}, 88.25\n", encoding="utf-8")
+    assert build_estimator(f"table:{path}").scores([a, b], EstimatorContext(SPACE)) == [91.5, 88.25]
+    assert build_estimator(f"table:{path}:acc").scores([b], EstimatorContext(SPACE)) == [88.25]
+
+
+def test_a_score_table_reads_its_column_as_the_ground_truth_does_a_mixed_column_refused_by_both(tmp_path):
+    from nas.engine.fidelity.table_truth import TableTruth
+
+    spec, archs = scale_table(tmp_path, [0.91, 0.55, 0.873, 91.5])
+    with pytest.raises(ConfigError, match=r"^score: .*acc.csv: column 'acc': mixes fractions and percentages \(1 of "
+                                          r"4 values above 1, e.g. arch \w+: 91.5; arch \w+: 0.91\)"):
+        build_estimator(spec).scores(archs, EstimatorContext(SPACE))
+    with pytest.raises(ConfigError, match=r"^ground_truth_dir: .*acc.csv: column 'acc': mixes fractions"):
+        TableTruth(spec, SPACE)
+    # a column that is no accuracy (a loss, a latency) stays a score as it is, and no ground truth
+    spec, archs = scale_table(tmp_path, [0.5, 150.0, 2.0])
+    assert build_estimator(spec).scores(archs, EstimatorContext(SPACE)) == [0.5, 150.0, 2.0]
+    with pytest.raises(ConfigError, match=r"column 'acc': arch \w+ has 150, no accuracy"):
+        TableTruth(spec, SPACE)
+

@@ -12,6 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from nas.core.errors import ArchError
 from search_spaces.cell201 import (
     EDGES,
+    by_sum_then_order,
     edge_key,
     from_nb201_string,
     live_edges,
@@ -98,6 +99,28 @@ def test_min_is_a_live_network_as_cheap_as_the_dead_all_none_cell():
     net = make_supernet(space)
     x = torch.randn(3, 1, 28, 28)
     assert not torch.allclose(_outputs(net, low, x), _outputs(net, low, torch.randn(3, 1, 28, 28)))
+
+
+def test_the_extremes_search_order_is_the_sorted_one_made_lazily():
+    for sizes in ([5] * 6, [3, 1, 4, 2], [2]):
+        expected = sorted(itertools.product(*(range(n) for n in sizes)), key=lambda t: (sum(t), t))
+        assert list(by_sum_then_order(sizes)) == expected
+
+
+def test_min_and_max_of_a_fresh_space_cost_far_less_than_sorting_the_space():
+    """They used to sort every index tuple of the space (1.6 s a call on a loaded machine, 6 calls
+    a GM split); the sort is timed here as the yardstick, on the same machine and load."""
+    import time
+
+    sizes = [5] * 6
+    start = time.perf_counter()
+    sorted(itertools.product(*(range(n) for n in sizes)), key=lambda t: (sum(t), [i for i in t]))
+    sorting = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(3):
+        space = make_space("cell201")
+        space.min(), space.max()
+    assert (time.perf_counter() - start) / 3 < sorting / 5
 
 
 def test_min_stays_dead_when_every_live_network_costs_more():

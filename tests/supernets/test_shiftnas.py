@@ -149,6 +149,57 @@ def test_lookahead_scores_match_the_exact_hypergradient_and_leave_the_model_unto
         assert result.scores[j].item() == pytest.approx((direction @ g[j]).item(), rel=0.03)
 
 
+def test_two_ranks_share_the_lookaheads_bins_and_get_the_scores_of_one_process(monkeypatch):
+    """As gradient matching's probes: each rank runs half the bins' passes, the ranks' shares
+    summed (a fake all-reduce between two threads) give what one process computes."""
+    import threading
+
+    from supernets import shiftnas_lookahead
+
+    strategy = api.build_strategy(_config())
+    strategy.supernet.train()
+    generator = torch.Generator().manual_seed(1)
+    batch = (torch.randn(16, 1, 28, 28, generator=generator), torch.randint(0, 10, (16,), generator=generator))
+    val = (torch.randn(16, 1, 28, 28, generator=generator), torch.randint(0, 10, (16,), generator=generator))
+    archs = strategy.sampler.probe_archs()
+    probs, reference = strategy.sampler.probabilities().detach(), torch.zeros(len(archs), dtype=torch.float64)
+    passes: dict[str, int] = {}
+    measure = shiftnas_lookahead._mean_loss
+
+    def counted(subnet_for, arch, batches):
+        who = threading.current_thread().name
+        passes[who] = passes.get(who, 0) + 1
+        return measure(subnet_for, arch, batches)
+
+    monkeypatch.setattr(shiftnas_lookahead, "_mean_loss", counted)
+    threading.current_thread().name = "alone"
+    alone = lookahead_scores(copy.deepcopy(strategy).subnet_for, archs, probs, reference, 0.5, [batch], [val])
+    barrier, posted, results = threading.Barrier(2), {}, {}
+
+    def all_reduce_mean(tensor):
+        posted[threading.current_thread().name] = tensor.clone()
+        barrier.wait()
+        total = (posted["rank0"] + posted["rank1"]) / 2
+        barrier.wait()
+        return total
+
+    def rank(index):
+        results[index] = lookahead_scores(copy.deepcopy(strategy).subnet_for, archs, probs, reference, 0.5, [batch],
+                                          [val], index, 2, all_reduce_mean)
+
+    threads = [threading.Thread(target=rank, args=(k,), name=f"rank{k}") for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    live = [j for j, arch in enumerate(archs) if arch is not None]
+    assert len(live) >= 3 and passes["alone"] == 4 * len(live)     # per bin: train, val, two finite differences
+    assert [passes["rank0"], passes["rank1"]] == [4 * len(live[0::2]), 4 * len(live[1::2])]
+    for result in results.values():
+        assert torch.allclose(result.val_sq_norms, alone.val_sq_norms, rtol=1e-5)
+        assert torch.allclose(result.scores, alone.scores, rtol=1e-3, atol=1e-6), (result.scores, alone.scores)
+
+
 class PerBinLinear(nn.Module):
     """A toy 'supernet': bin k's archs run their own linear classifier on the first `sizes[k]`
     pixels, so bins share no weights and a bin's raw gradient norm grows with its size."""

@@ -141,6 +141,19 @@ def load_dataset(name: str, root: str | None = None, val_size: int = 5000,
                        test_images=test_x.clone(), test_labels=test_y.clone())
 
 
+TRAINING_IMAGES = {"fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000}     # before the val split
+
+
+def training_images(name: str, val_size: int, train_size: int | None) -> int | None:
+    """Training images a config's data split leaves (`data.train_size`, else the dataset's
+    training set less `data.val_size`), read from the config alone; None for an ImageFolder
+    without `train_size` (only its files tell)."""
+    if name not in TRAINING_IMAGES:
+        return train_size
+    left = TRAINING_IMAGES[name] - val_size
+    return left if train_size is None else min(train_size, left)
+
+
 def split_indices(num_images: int, val_size: int, train_size: int | None = None,
                   split_seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Indices (sorted, int64) of the training and validation subsets of `num_images` images.

@@ -22,6 +22,8 @@ from nas.core.arch import arch_id
 from nas.core.config import RunConfig, config_spelling
 from nas.core.preprocessing import preprocessing_metadata
 from nas.core.locks import folder_lock
+from nas.engine.data.batches import steps_per_epoch
+from nas.engine.data.datasets import training_images
 from nas.engine.export import export_lock, save_export
 from nas.engine.export.family import (
     FamilyExport,
@@ -126,13 +128,19 @@ def export_family_from_scratch(config: RunConfig, folder: str | Path, export_for
 
 def finetune_share(config: RunConfig) -> float | None:
     """The config's export fine-tune as a share of its training (1.0: as long as training alone),
-    or None where that needs the data's size (a length in steps against a length in epochs)."""
-    length, train = str(config.export.finetune.length).strip(), config.train
+    a length in steps and a training in epochs (or the other way round) converted through the
+    steps of an epoch of its data; None where that needs the data's files (an ImageFolder
+    without `data.train_size`)."""
+    length, train, data = str(config.export.finetune.length).strip(), config.train, config.data
     if length.endswith("%"):
         return float(length[:-1]) / 100
-    if length.endswith("e"):
-        return float(length[:-1]) / train.epochs if train.epochs else None
-    return float(length) / train.steps if train.steps else None
+    if length.endswith("e") and train.steps is None:
+        return float(length[:-1]) / train.epochs
+    images = training_images(data.name, data.val_size, data.train_size)
+    epoch = steps_per_epoch(images, train.batch_size) if images is not None and images >= train.batch_size else None
+    finetune = float(length) if not length.endswith("e") else None if epoch is None else float(length[:-1]) * epoch
+    run = train.steps if train.steps is not None else None if epoch is None else train.epochs * epoch
+    return None if finetune is None or not run else finetune / run
 
 
 def cheaper_path_note(config: RunConfig, config_file: str | Path) -> str | None:

@@ -3,19 +3,18 @@ table:PATH[:COLUMN]`): no standalone training, the table's value of each selecte
 
 The table is read as a score table (`estimators/table.py`: an `arch` or `arch_id` column, the
 accuracy column named or the only other one besides `index`). The scale is decided once per
-column from every value it holds for the space (not only the selected archs'), by `scale_of`:
-fractions when every value lies in [0, 1]; percentages (NAS-Bench-201's 94.37, divided by 100)
-when every value lies in [0, 100] and most exceed 1 (a few below 1 are accuracies under 1%, a
-dead network's on many classes); anything else is an error: a value outside [0, 100] is no
-accuracy, and values above 1 in a minority are a mixed column (a fraction table with stray
-percentages), which no rule could read without making one of them 100x off. A selected arch
+column from every value it holds for the space (not only the selected archs'), by the table
+reader's `accuracy_scale`, the same rule `--score table:` reads by: fractions when every value
+lies in [0, 1]; percentages (NAS-Bench-201's 94.37, divided by 100) when every value lies in
+[0, 100] and most exceed 1; a mixed column is an error there already, and here so is a value
+outside [0, 100] (no accuracy). A selected arch
 the table lacks is a one-line error before any evaluation.
 `TablePlan` and `TableTruth` stand in for the trained ground truth's `Plan` and `GroundTruth`
 where `run_fidelity` reads them.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +53,11 @@ class TableTruth:
         self.spec, self.space, self.folder, self.recipe = spec, space, path, TableRecipe(path, column)
         self.digest = digest(path)
         values = read_table(spec, space, PARAM)
-        self.scale = scale_of(values, f"{PARAM}: {path}: column '{column}'")
-        self.values = values
+        if values.scale is None:
+            outside = next(ident for ident, v in values.items() if not 0 <= v <= 100)
+            raise ConfigError(f"{PARAM}: {path}: column '{column}': arch {outside} has {values[outside]:g}, no "
+                              "accuracy (a fraction in [0, 1] or a percentage in [0, 100])")
+        self.scale, self.values = values.scale, values
 
     def top1(self, arch: Arch) -> float:
         """The table's accuracy of `arch` as a fraction (an error naming the arch when it lacks it)."""
@@ -68,24 +70,6 @@ class TableTruth:
             macs, params = self.space.costs(arch)
             done(arch, [{"test_top1": self.top1(arch), "macs": macs, "params": params, "seconds": 0.0}])
         return 0
-
-
-def scale_of(values: Mapping[str, float], where: str) -> float:
-    """100 for a column of percentages, 1 for fractions (module docstring); `ConfigError`
-    naming `where` and an arch for a value outside [0, 100] or a mixed column."""
-    outside = next((ident for ident, v in values.items() if not 0 <= v <= 100), None)
-    if outside is not None:
-        raise ConfigError(f"{where}: arch {outside} has {values[outside]:g}, no accuracy (a fraction in [0, 1] or a "
-                          "percentage in [0, 100])")
-    above = [ident for ident, v in values.items() if v > 1]
-    if not above:
-        return 1.0
-    if 2 * len(above) > len(values):
-        return 100.0
-    below = next(ident for ident, v in values.items() if v <= 1)
-    raise ConfigError(f"{where}: mixes fractions and percentages ({len(above)} of {len(values)} values above 1, "
-                      f"e.g. arch {above[0]}: {values[above[0]]:g}; arch {below}: {values[below]:g}); give every "
-                      "accuracy on one scale")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ differently (dead edges) may differ more: a runtime may run the dead edges.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 import statistics
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.arch import Arch, arch_id, read_arch_file
+from nas.core.csv_rows import read_csv
 from nas.core.errors import ArchError, ConfigError, clip
 from nas.core.files import not_text
 from search_spaces.base import ArchSpace
@@ -115,15 +115,12 @@ def read_timings(path: str | Path, space: ArchSpace, column: str = DEFAULT_COLUM
     if not path.is_file():
         raise ConfigError(f"{flag}: {path}: no such file")
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            for needed in (ARCH_COLUMN, column):
-                if needed not in header:
-                    raise ConfigError(f"{flag}: {path}: no column '{needed}' (columns: {', '.join(header) or 'none'})")
-            rows = list(reader)
+        header, rows = read_csv(path)
     except UnicodeDecodeError as e:
         raise ConfigError(f"{flag}: {path}: {not_text(e)}; timings are a CSV file") from None
+    for needed in (ARCH_COLUMN, column):
+        if needed not in header:
+            raise ConfigError(f"{flag}: {path}: no column '{needed}' (columns: {', '.join(header) or 'none'})")
     if not rows:
         raise ConfigError(f"{flag}: {path}: no timings (only a header)")
     resolver = ArchResolver(space, path.parent)

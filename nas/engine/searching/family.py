@@ -36,11 +36,13 @@ _FIELDS = {"kind": str, "cost": str, "budget_specs": list, "budgets": list, "oth
            "device": str, "batch": int}
 
 
-def member_dir(index: int, cost: str, budget: float) -> str:
-    """Member `index`'s folder name inside the family folder: `m1-macs3.2M`, `m2-latency_ms1.5ms`."""
+def member_dir(index: int, cost: str, budget: float, digits: int = 4) -> str:
+    """Member `index`'s folder name inside the family folder: `m1-macs3.2M`, `m2-latency_ms1.5ms`
+    (`digits`: the budget's significant digits, more where a family's budgets need them to differ:
+    `Cost.distinct_digits`)."""
     from nas.core.costs import BY_NAME
 
-    return f"m{index}-{BY_NAME[cost].folder_part(budget)}"
+    return f"m{index}-{BY_NAME[cost].folder_part(budget, digits)}"
 
 
 def is_family(folder: str | Path) -> bool:

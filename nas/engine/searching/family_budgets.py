@@ -5,8 +5,9 @@ each ask one member per budget; `members=K` asks K MACs budgets evenly spaced fr
 `MEMBERS_LOW` to `MEMBERS_HIGH` percent of the way from the min to the max subnet (K=1: the
 middle). Budgets on the other costs are shared by every member. Everything is checked before
 any work (what needs no space by `nas.core.budgets`): one line naming the parameter for an empty
-entry, a list that is not strictly increasing once percentages are counts, lists in two
-parameters, `members` beside a MACs budget.
+entry, a list that is not strictly increasing once percentages are counts, two budgets at or
+above the max subnet's cost (both members would answer alike), more than `MAX_MEMBERS` budgets,
+lists in two parameters, `members` beside a MACs budget.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.budgets import (MEMBERS_HIGH, MEMBERS_LOW, Budget, budget_list, check_increasing, family_specs,
                               member_specs, milliseconds)
-from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS
+from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS, Cost
 from nas.core.errors import ConfigError
 from nas.engine.searching.request import resolve_budget
 
@@ -58,20 +59,34 @@ def family_budgets(run: Run, *, max_macs: Any = None, max_params: Any = None, ma
                           "{max_macs=35%,50%,75%}) or {members=K}")
     param, specs = asked
     cost = next(c for c in COSTS if c.param == param)
-    budgets = [_resolve(run, cost.name, spec, param) for spec in specs]
+    if cost == LATENCY:
+        budgets = [milliseconds(spec, param) for spec in specs]
+    else:
+        index = 0 if cost == MACS else 1
+        low, high = run.space.costs(run.space.min())[index], run.space.costs(run.space.max())[index]
+        budgets = [_resolve(spec, low, high, param) for spec in specs]
     check_increasing(param, specs, budgets, [cost.budget(value) for value in budgets])
+    if cost != LATENCY:
+        _check_below_max(param, cost, specs, budgets, high)
     others = {p: value for p, value in given.items() if p != param}
     if isinstance(others.get(LATENCY.param), str):
         others[LATENCY.param] = milliseconds(others[LATENCY.param], LATENCY.param)
     return FamilyBudgets(cost.name, tuple(specs), tuple(budgets), others)
 
 
-def _resolve(run: Run, cost: str, spec: str, param: str) -> float:
-    """A budget as a count (ms for latency)."""
-    if cost == LATENCY.name:
-        return milliseconds(spec, param)
-    index = 0 if cost == MACS.name else 1
-    low, high = run.space.costs(run.space.min())[index], run.space.costs(run.space.max())[index]
+def _resolve(spec: str, low: float, high: float, param: str) -> float:
+    """A MACs or params budget as a count (`low`, `high`: the min and max subnet's)."""
     value = resolve_budget(spec, low, high, param)
     assert value is not None
     return value
+
+
+def _check_below_max(param: str, cost: Cost, specs: tuple[str, ...] | list[str], budgets: list[float],
+                     high: float) -> None:
+    """Refuse two budgets at or above the max subnet's cost: both admit every arch, so both
+    members would answer alike."""
+    above = [spec for spec, budget in zip(specs, budgets) if budget >= high]
+    if len(above) > 1:
+        raise ConfigError(f"{param}: {' and '.join(above[:2])} are at or above the max subnet's {cost.amount(high)}: "
+                          "each admits every arch, so their members would answer alike; keep one of them (100% is "
+                          "the max subnet)")

@@ -9,7 +9,10 @@ learn:
 - each later member starts from the earlier members' answers, which meet its larger budget:
   they are evaluated (reused) first, then the searcher proposes its own;
 - each member's first proposals cover its budget's neighbourhood: the searcher's window (the
-  costs from the previous member's budget up to this one's; see `SearchRequest.window`).
+  costs from the previous member's budget up to this one's; see `SearchRequest.window`);
+- each member draws its own stream: member 1 searches with the family's seed, member k > 1 with
+  `member_seed(seed, k)`, so no member replays another's draws (which, shared, would be told
+  again and answer the earlier member's arch for a larger budget).
 Every member's request is built and checked before the first is searched. Re-running the same
 command continues the family: a finished member evaluates nothing, a killed one resumes from its
 results.jsonl as a one-budget search does; family.json lists the members found so far.
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from nas.core.arch import Arch, arch_id
 from nas.core.config import config_spelling
@@ -26,43 +29,27 @@ from nas.core.costs import BY_NAME
 from nas.core.errors import ConfigError
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
+from nas.core.rng import derive_seed
 from nas.core.search_config import BUDGET_KEYS, SearchSettings
+from nas.core.stopping import sigterm_raises
 from nas.core.wording import announce
+from nas.engine.run_dir import check_name
 from nas.engine.searching.costs import Constraints
 from nas.engine.searching.family import FAMILY, FamilyResult, member_dir, read_family, write_family
 from nas.engine.searching.family_budgets import FamilyBudgets, family_budgets
 from nas.engine.searching.request import SearchRequest, build_request, resolve_score, search_id
+from nas.engine.searching.shared_evaluations import REUSED, SharedEvaluations  # noqa: F401  (REUSED, also here)
 from nas.engine.untrained import UNTRAINED
 
 if TYPE_CHECKING:
     from nas.engine.run import Run
     from nas.engine.searching.results import SearchResult
 
-REUSED = "reused_from"      # a member's record of an arch an earlier member evaluated: that member's folder
-Evaluate = Callable[[Arch], Mapping[str, Any]]
 
-
-class SharedEvaluations:
-    """The family's evaluations by arch_id: `wrap(evaluate)` evaluates only archs no earlier
-    member evaluated, and tells the earlier record again for the others."""
-
-    def __init__(self) -> None:
-        self.known: dict[str, dict[str, Any]] = {}
-        self.reused = 0      # records told again by this process
-
-    def add(self, records: list[dict[str, Any]], folder: str) -> None:
-        """A finished member's records (`folder`: its folder's name)."""
-        for record in records:
-            self.known.setdefault(record["arch_id"], {**record, REUSED: record.get(REUSED, folder)})
-
-    def wrap(self, evaluate: Evaluate) -> Evaluate:
-        def shared(arch: Arch) -> Mapping[str, Any]:
-            earlier = self.known.get(arch_id(arch))
-            if earlier is None:
-                return evaluate(arch)
-            self.reused += 1
-            return earlier
-        return shared
+def member_seed(seed: int, index: int) -> int:
+    """The seed member `index` (1-based) of a family seeded `seed` searches with: `seed` for the
+    first (a one-budget search's stream), one derived from both for the others."""
+    return seed if index == 1 else derive_seed(seed, "family member", index) % 2**31
 
 
 def family_id(searcher: str, budgets: FamilyBudgets, seed: int, score: str) -> str:
@@ -70,7 +57,9 @@ def family_id(searcher: str, budgets: FamilyBudgets, seed: int, score: str) -> s
     (the first and last budgets and the count; the score unless `supernet`, as a one-budget
     search's name has it)."""
     cost = BY_NAME[budgets.cost]
-    span = cost.folder_part(budgets.budgets[0]) + "-" + cost.folder_part(budgets.budgets[-1])[len(cost.name):]
+    digits = cost.distinct_digits(budgets.budgets)
+    span = (cost.folder_part(budgets.budgets[0], digits) + "-"
+            + cost.folder_part(budgets.budgets[-1], digits)[len(cost.name):])
     tail = search_id(searcher, Constraints(), seed, None, score)[len(searcher):]     # [-score-X]-sS
     return f"family-{searcher}-{span}-n{len(budgets.budgets)}{tail}"
 
@@ -111,15 +100,19 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     values = settings.values
     searcher, seed, trials = values["searcher"], values["seed"], values["trials"]
     plan = family_budgets(run, **{key: values[key] for key in BUDGET_KEYS})
+    if study is not None:
+        check_name(study, "study")      # each member's study, and with no storage its journal's folder
     spec = resolve_score(values["score"], run, arguments["ships"])[0].name
     folder = Path(out) if out is not None else run.dir.search(family_id(searcher, plan, seed, spec))
     check_writable(folder, "out" if out is not None else "RUN")
+    digits = BY_NAME[plan.cost].distinct_digits(plan.budgets)
     # with workers sharing a study and no `study` given, each member's study is named after its
     # folder (and journaled in it unless `storage` is given), as a one-budget search's
-    requests = [build_request(run, searcher, **plan.member(k), trials=trials, seed=seed, score=values["score"],
-                              finalists=values["finalists"], study=None if study is None else f"{study}-m{k + 1}",
-                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k]), worker=0, progress=progress,
-                              **arguments)
+    requests = [build_request(run, searcher, **plan.member(k), trials=trials, seed=member_seed(seed, k + 1),
+                              score=values["score"], finalists=values["finalists"],
+                              study=None if study is None else f"{study}-m{k + 1}",
+                              out=folder / member_dir(k + 1, plan.cost, plan.budgets[k], digits), worker=0,
+                              progress=progress, **arguments)
                 for k in range(len(plan.budgets))]
     for request in requests:
         check_search(run, request)
@@ -129,12 +122,14 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
     shared = SharedEvaluations()
     results: list[SearchResult] = []
     origin = settings.budget_origin()
-    with folder_lock(folder, "family search"):
+    stopped = (f"the family search stopped; its finished members and every arch evaluated are kept in {folder}; "
+               "run the same nas search again to resume it")
+    with sigterm_raises(stopped), folder_lock(folder, "family search"):
         _check_resumed(folder, record)
         for k, request in enumerate(requests):
             earlier = tuple(r.best for r in results)
             request = dataclasses.replace(request, first=_first(request.first, earlier), window=_window(plan, k),
-                                          announce_score=k == 0)
+                                          announce_score=k == 0, reused=dict(shared.known) if k else {})
             if progress:
                 param = BY_NAME[plan.cost].param
                 budget = plan.specs[k] if settings.budgets_from_config else f"{{{param}={plan.specs[k]}}}"
@@ -144,7 +139,7 @@ def _search_family(run: Run, settings: SearchSettings, *, out: str | Path | None
             results.append(result)
             write_family(folder, _with_members(record, plan, results))
     data = _with_members(record, plan, results)
-    new = sum(result.new for result in results) - shared.reused      # spawned workers reuse nothing
+    new = sum(result.new for result in results) - shared.reused      # spawned workers count only their own
     return FamilyResult(folder, plan.cost, list(plan.budgets), list(plan.specs), results, data["evaluations"], new,
                         data)
 
@@ -198,6 +193,10 @@ def _check_resumed(folder: Path, record: dict[str, Any]) -> None:
     if diffs:
         raise ConfigError(f"{folder}: a family searched with other settings ({'; '.join(diffs)})", param="out",
                           fix="repeat the same command to continue it, or give another {out}")
+    if record["trials"] < stored["trials"]:      # family.json would claim fewer trials than its members ran
+        raise ConfigError(f"{record['trials']} is fewer than the {stored['trials']} per member {folder} was searched "
+                          "with", param="trials", fix=f"repeat it with {{trials={stored['trials']}}}, or more to "
+                                                      "continue it")
 
 
 def weights_identity(source: Mapping[str, Any] | None, like: Mapping[str, Any] | None = None) -> dict[str, Any] | None:

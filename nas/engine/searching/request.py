@@ -88,9 +88,11 @@ class SearchRequest:
         announce_score: Print `score_line` on stderr when the search starts (a family's later
             members do not repeat it; their records keep it).
         window: Cost name -> the low edge of the costs near its budget where a searcher draws
-            some of its first proposals (`searchers.base.ReplaySearcher.window_arch`; a family
-            member's: the previous member's budget); a budgeted cost it does not name takes the
-            top `WINDOW_SHARE` of the way from the min subnet's cost to the budget.
+            some of its first proposals (`searchers.window`; a family member's: the previous
+            member's budget); a budgeted cost it does not name takes the top `WINDOW_SHARE` of
+            the way from the min subnet's cost to the budget.
+        reused: Arch id -> the record of an arch evaluated before (a family's earlier members),
+            told again instead of evaluated, in this process and in each spawned worker.
     """
 
     searcher: str
@@ -121,6 +123,7 @@ class SearchRequest:
     score_line: str | None = None
     announce_score: bool = True
     window: Mapping[str, float] | None = None
+    reused: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def shared(self) -> bool:

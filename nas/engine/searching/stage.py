@@ -232,6 +232,7 @@ def search_worker(request: SearchRequest, worker: int) -> int:
     runs share `worker` of the study; returns the evaluations it made."""
     from nas.engine.searching.loop import search_loop
     from nas.engine.searching.score import search_score
+    from nas.engine.searching.shared_evaluations import SharedEvaluations
 
     source = request.source
     run = load_run(source.run, checkpoint=source.checkpoint, device=request.device)
@@ -242,5 +243,7 @@ def search_worker(request: SearchRequest, worker: int) -> int:
     check_writable(request.out, "out")
     scorer = search_score(request.score, run)
     table = _request_table(run, request)
-    return search_loop(run.space, scorer.metrics, request, rank=scorer.rank, generator=arch_generator(run),
-                       latency=table, worker=worker, show=False).new
+    shared = SharedEvaluations(request.reused)      # a family's earlier evaluations: told again, not evaluated
+    ran = search_loop(run.space, shared.wrap(scorer.metrics), request, rank=scorer.rank,
+                      generator=arch_generator(run), latency=table, worker=worker, show=False)
+    return ran.new - shared.reused

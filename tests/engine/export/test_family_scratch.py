@@ -74,9 +74,13 @@ def test_fine_tune_options_with_a_config_are_one_line(tmp_path, capsys):
                    "trained alone from scratch")
 
 
+# the tiny config's epoch: 1,024 training images in batches of 64, 16 steps; lengths in the
+# other unit than the training are converted through it
 @pytest.mark.parametrize("length, train, says", [
     ("100%", {"steps": 40}, True), ("25%", {"steps": 40}, False), ("2e", {"epochs": 2, "steps": None}, True),
-    ("1e", {"epochs": 2, "steps": None}, False), (40, {"steps": 40}, True), (40, {"epochs": 2, "steps": None}, False)])
+    ("1e", {"epochs": 2, "steps": None}, False), (40, {"steps": 40}, True), (40, {"epochs": 2, "steps": None}, True),
+    (31, {"epochs": 2, "steps": None}, False), (32, {"epochs": 2, "steps": None}, True),
+    ("3e", {"steps": 40}, True), ("2e", {"steps": 40}, False)])
 def test_the_note_says_the_supernet_does_not_pay_when_a_fine_tune_costs_a_training(length, train, says):
     data = tiny_config(**train)
     data["export"] = {"finetune": {"length": length}}
@@ -106,6 +110,16 @@ def test_the_shipped_configs_say_where_their_supernet_pays(capsys, config, code)
     assert cli.main(["space", config, "--supernet-pays"]) == code
     said = capsys.readouterr().out
     assert ("does not pay" in said) == bool(code) and ("can pay" in said) == (not code), said
+
+
+@pytest.mark.parametrize("length, code, share", [(5000, 1, "291%"), (1000, 0, None), ("3e", 0, None)])
+def test_a_fine_tune_in_steps_on_cell201s_epochs_is_counted_in_trainings(capsys, length, code, share):
+    """cell201 trains 4 epochs of 55,000 images in batches of 128: 1,716 steps, so 5,000 steps of
+    fine-tune are 2.9 trainings (the steps were once read as no length at all: "pays")."""
+    assert cli.main(["space", "fashion_mnist_cell201", "--supernet-pays", "--set",
+                     f"export.finetune.length={length}"]) == code
+    said = capsys.readouterr().out
+    assert ("does not pay" in said) == bool(code) and (share is None or f"fine-tunes for {share} of a" in said), said
 
 
 def test_nas_space_supernet_pays_reads_a_runs_saved_config_and_refuses_set(trained, tmp_path, capsys):
@@ -178,3 +192,18 @@ def test_the_scratch_path_takes_the_export_folders_lock(config_family, capsys, m
         assert cli.main(["export", str(config), "--family", str(family)]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("nas export: error:") and f"this export folder {out_dir} is in use by process" in last, last
+
+
+def test_supernet_pays_says_it_cannot_tell_where_an_imagefolders_epoch_is_unknown(tmp_path, capsys):
+    data = tiny_config(epochs=2, steps=None)
+    data["data"] = {"name": "imagefolder", "root": str(tmp_path), "image_size": 28, "val_size": 10}
+    data["export"] = {"finetune": {"length": 400}}
+    config = tmp_path / "folder.yaml"
+    config.write_text(yaml_io.dumps(data))
+    assert cli.main(["space", str(config), "--supernet-pays"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("a supernet may pay here, or not") and "give data.train_size" in said, said
+    data["data"]["train_size"] = 640           # 10 steps an epoch of 64: 400 steps are 20 trainings of 2 epochs
+    config.write_text(yaml_io.dumps(data))
+    assert cli.main(["space", str(config), "--supernet-pays"]) == 1
+    assert "fine-tunes for 2000% of a training" in capsys.readouterr().out

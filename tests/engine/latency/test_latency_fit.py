@@ -497,3 +497,12 @@ def test_the_benchmark_reads_the_layers_each_runtime_ran():
     assert bench.ran_layers(space, arch, "to_output")["edge:conv_1x1:32x16x16"] == 0
     live = {layer.key for layer in space.layers(arch) if layer.key.startswith("edge:") and "16x32x32" in layer.key}
     assert live == {"edge:avg_pool_3x3:16x32x32", "edge:conv_3x3:16x32x32", "edge:skip_connect:16x32x32"}
+
+
+def test_timings_saved_with_a_byte_order_mark_and_spaces_after_commas_read_as_written(space, tmp_path):
+    archs = timed_archs(space, 3, seed=3)
+    plain = write_timings(tmp_path / "plain.csv", [(to_nb201_string(a), f"{1 + i}.5") for i, a in enumerate(archs)])
+    spreadsheet = tmp_path / "sheet.csv"
+    spreadsheet.write_text("\ufeff" + plain.read_text().replace(",", ", "), encoding="utf-8")
+    read, expected = read_timings(spreadsheet, space), read_timings(plain, space)
+    assert read.ms == expected.ms == [1.5, 2.5, 3.5] and read.archs == expected.archs
