@@ -186,7 +186,10 @@ def fail_stale_trials(study: optuna.Study, keep: int | None = None) -> list[int]
     failed, now = [], time.time()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if trial.number != keep and is_stale(trial, now):
-            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+            try:
+                study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue    # another worker failed it between our read and our write
             failed.append(trial.number)
     return failed
 

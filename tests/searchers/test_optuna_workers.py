@@ -23,8 +23,8 @@ from sqlalchemy.exc import OperationalError
 from nas.core.arch import arch_id
 from nas.core.errors import SearchError
 from nas.core.processes import this_process
-from searchers.optuna_storage import (GRACE_PERIOD, Heartbeat, StorageLost, ask_lock, is_stale, open_storage,
-                                      storage_errors, storage_file)
+from searchers.optuna_storage import (GRACE_PERIOD, Heartbeat, StorageLost, ask_lock, fail_stale_trials, is_stale,
+                                      open_storage, storage_errors, storage_file)
 from tests.core.test_processes import gone_pid
 from tests.support.safety import wait_for
 from tests.searchers.stub import (  # noqa: F401
@@ -161,6 +161,24 @@ def test_a_running_trial_is_stale_when_its_worker_is_judged_dead_or_silent():
     assert is_stale(_running(elsewhere, heartbeat_age=GRACE_PERIOD + 1), 1e9)
     older = {**record, "host": f"{me.host}/pid:[{me.pidns}]", "pid": gone.pid}         # a record of an older version
     assert not is_stale(_running(older), 1e9) and is_stale(_running(older, heartbeat_age=GRACE_PERIOD + 1), 1e9)
+
+
+def test_a_stale_trial_another_worker_fails_first_is_left_to_it():
+    """Two workers may both judge a trial stale; the one whose write comes second skips it (Optuna
+    raises UpdateFinishedTrialError there) instead of failing its own ask."""
+    study = optuna.create_study()
+    gone = dataclasses.replace(this_process(), pid=gone_pid())
+    stale = study.ask()
+    stale.set_user_attr("nas", gone.to_dict())
+    storage, write = study._storage, study._storage.set_trial_state_values
+
+    def failed_by_another_first(trial_id, state, values=None):
+        write(trial_id, TrialState.FAIL)                      # the other worker's write lands first
+        raise optuna.exceptions.UpdateFinishedTrialError("Trial#0 has already finished and can not be updated.")
+
+    storage.set_trial_state_values = failed_by_another_first
+    assert fail_stale_trials(study) == []
+    assert study.trials[stale.number].state == TrialState.FAIL
 
 
 def test_a_storage_url_whose_driver_is_missing_names_it_and_the_extra(tmp_path):
