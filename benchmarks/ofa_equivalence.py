@@ -8,7 +8,8 @@ resolutions (128-224 px). Per subnet: the largest |difference| of the exported s
 logits from OFA's dynamic net and from its `get_active_subnet()`, relative to the largest
 |logit|, plain and minus the batch mean, in float64 (both supernets converted, so kernels are
 transformed in float64 too: the implementations) and in float32 (what a user runs; a random
-network amplifies fp32 rounding, most on subnets its statistics do not fit);
+network amplifies fp32 rounding, most on subnets its statistics do not fit, so each engine's own
+float32 rounding, against OFA in float64, is reported beside it);
 MACs against `Mbv3FLOPsModel` (round(MMACs x 1e6)) and params against OFA's active subnet.
 
     python -m benchmarks.ofa_equivalence [--subnets 200] [--batch 2] [--widths 1.0 1.2] [--threads 1]
@@ -63,12 +64,14 @@ def sweep(width: float, subnets: int, batch: int, seed: int) -> dict:
     supernets = {torch.float32: run.subnet(space.max()), torch.float64: copy.deepcopy(run.subnet(space.max())).double()}
     worst = {f"{dtype}_{against}_{kind}": 0.0 for dtype in ("fp32", "fp64") for against in ("dynamic", "subnet")
              for kind in ("plain", "centred")}
+    worst.update({"fp32_rounding_nas_centred": 0.0, "fp32_rounding_ofa_centred": 0.0})
     macs_mismatch, params_mismatch = [], []
     for done, arch in enumerate(archs, 1):
         args = ofa_subnet(space, arch)
         ofa_macs = round(Mbv3FLOPsModel(net).get_efficiency(dict(args)) * 1e6)
         subnet_args = {k: v for k, v in args.items() if k != "image_size"}
         x = torch.randn(batch, 3, arch["resolution"], arch["resolution"], generator=torch.Generator().manual_seed(1))
+        outputs = {}
         for dtype, name in ((torch.float32, "fp32"), (torch.float64, "fp64")):
             theirs_net = nets[dtype]
             theirs_net.set_active_subnet(**subnet_args)
@@ -78,6 +81,7 @@ def sweep(width: float, subnets: int, batch: int, seed: int) -> dict:
             with torch.no_grad():
                 ours = static(x.to(dtype))
                 dynamic, active = theirs_net(x.to(dtype)), subnet(x.to(dtype))
+            outputs[name] = (ours, dynamic)
             for against, theirs in (("dynamic", dynamic), ("subnet", active)):
                 for kind, value in zip(("plain", "centred"), relative_differences(ours, theirs)):
                     key = f"{name}_{against}_{kind}"
@@ -86,6 +90,10 @@ def sweep(width: float, subnets: int, batch: int, seed: int) -> dict:
                 params_mismatch.append(arch)
         if space.macs(arch) != ofa_macs:
             macs_mismatch.append(arch)
+        reference = outputs["fp64"][1]      # each engine's own float32 rounding: against OFA in float64
+        for engine, logits in (("nas", outputs["fp32"][0]), ("ofa", outputs["fp32"][1])):
+            key = f"fp32_rounding_{engine}_centred"
+            worst[key] = max(worst[key], relative_differences(logits.double(), reference)[1])
         print(f"w{width} {done}/{len(archs)} at {arch['resolution']} px: worst fp64 centred "
               f"{max(worst['fp64_dynamic_centred'], worst['fp64_subnet_centred']):.3g}, fp32 centred "
               f"{max(worst['fp32_dynamic_centred'], worst['fp32_subnet_centred']):.3g}, MACs mismatches "
