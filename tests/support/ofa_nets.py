@@ -6,6 +6,9 @@ renames matters to the logits and the logits depend on the input. Needs the `ofa
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import torch
 
 OFA_LISTS = dict(ks_list=[3, 5, 7], expand_ratio_list=[3, 4, 6], depth_list=[2, 3, 4])
@@ -45,3 +48,16 @@ def random_ofa_net(width_mult: float = 1.0, n_classes: int = 1000, seed: int = 0
             bn.momentum = 0.1
         net.set_max_net()
     return net.eval()
+
+
+
+@contextmanager
+def float64_layers() -> Iterator[None]:
+    """New layers are created in float64 inside: an export (ours, or OFA's `get_active_subnet`)
+    of a float64 supernet would otherwise round its transformed kernels to float32."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)

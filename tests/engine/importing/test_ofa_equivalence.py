@@ -5,14 +5,15 @@ identity; for the max, the min and 30 random subnets at small resolutions, the e
 module's logits (and logits minus their batch mean: random-init logits barely depend on the
 input) agree with OFA's dynamic net and its `get_active_subnet()` to 1e-5 of the largest; MACs
 equal OFA's `Mbv3FLOPsModel` and params OFA's active subnet's. Those comparisons run both
-networks in float64: a random network's fp32 rounding alone moves its centred logits by more
-than 1e-5 on subnets its BN statistics were not gathered on, which says nothing of the
-implementations. `model.pt2` and ONNX (fp32 files) are checked in fp32 for the max and the min,
+networks in float64 (kernel transformations included): a random network's fp32 rounding
+alone moves its centred logits by more than 1e-5 on subnets its BN statistics were not
+gathered on, which says nothing of the implementations. `model.pt2` and ONNX (fp32 files) are checked in fp32 for the max and the min,
 each on a network whose statistics were gathered on that subnet. The full sweep is
 `python -m benchmarks.ofa_equivalence`.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 
@@ -23,7 +24,7 @@ from nas import api
 from nas.cli import main
 from nas.engine.export import save_export
 from nas.engine.importing.ofa import ofa_subnet
-from tests.support.ofa_nets import random_ofa_net
+from tests.support.ofa_nets import float64_layers, random_ofa_net
 
 pytest.importorskip("ofa", reason="the ofa package (pip install -e .[dev]) runs OFA's own code")
 
@@ -55,7 +56,8 @@ def _theirs(net, arch_args: dict, x: torch.Tensor):
     from ofa.nas.efficiency_predictor import Mbv3FLOPsModel
 
     macs = round(Mbv3FLOPsModel(net).get_efficiency(arch_args) * 1e6)   # sets the subnet active
-    subnet = net.get_active_subnet(preserve_weight=True).to(x.dtype).eval()
+    with float64_layers() if x.dtype == torch.float64 else contextlib.nullcontext():
+        subnet = net.get_active_subnet(preserve_weight=True).eval()
     with torch.no_grad():
         return net(x), subnet(x), subnet, macs
 
@@ -64,6 +66,7 @@ def _theirs(net, arch_args: dict, x: torch.Tensor):
 def test_imported_subnets_match_ofas_dynamic_net_and_its_active_subnets(imported):
     net, run = imported
     net = copy.deepcopy(net).double()
+    ours = copy.deepcopy(run.subnet(run.space.max())).double()     # kernels transformed in float64 too
     space, rng = run.space, random.Random(0)
     archs = [space.max(), space.min()] + [space.sample(rng) for _ in range(30)]
     assert {a["resolution"] for a in archs} == set(RESOLUTIONS)
@@ -72,8 +75,9 @@ def test_imported_subnets_match_ofas_dynamic_net_and_its_active_subnets(imported
                         dtype=torch.float64)
         dynamic, static_theirs, subnet, macs = _theirs(net, ofa_subnet(space, arch), x)
         with torch.no_grad():
-            ours = run.export_model(arch).double()(x)
-        assert close(ours, dynamic) and close(ours, static_theirs), arch
+            with float64_layers():
+                logits = ours.export(arch)(x)
+        assert close(logits, dynamic) and close(logits, static_theirs), arch
         assert space.macs(arch) == macs, arch
         assert space.params(arch) == sum(p.numel() for p in subnet.parameters()), arch
 
