@@ -44,7 +44,7 @@ OPENED_WITH_FIRST_PHASE = ("resolution",)
 
 @dataclass(frozen=True)
 class PhaseOptions:
-    """One phase (`strategy.options.phases` in YAML): which values it opens and how it trains."""
+    """One phase (`strategy.phases` in YAML): which values it opens and how it trains."""
 
     name: PhaseName
     share: float          # length in OFA's epochs (shares are relative)
@@ -171,7 +171,7 @@ def plan_phases(choices: dict[str, tuple], phases: Sequence[PhaseOptions], total
     skipped = [p.name for p in phases if p not in kept]
     unopened = [d for d in DIMENSION_KEYS if dimensions[d] and d not in {p.dimension for p in kept}]
     if unopened:
-        raise ConfigError(f"strategy.options.phases: no phase opens this space's {', '.join(unopened)} choices "
+        raise ConfigError(f"strategy.phases: no phase opens this space's {', '.join(unopened)} choices "
                           f"(e.g. {dimensions[unopened[0]][0]}), whose smaller values would never train",
                           fix=f"add a phase named {unopened[0]}")
     total_share = sum(p.share for p in kept)
@@ -181,7 +181,7 @@ def plan_phases(choices: dict[str, tuple], phases: Sequence[PhaseOptions], total
         cumulative += p.share
         end = round(total_steps * cumulative / total_share)
         if end <= start:
-            raise ConfigError(f"strategy.options.phases: phase {p.name} gets no step of the run's {total_steps}",
+            raise ConfigError(f"strategy.phases: phase {p.name} gets no step of the run's {total_steps}",
                               fix="lengthen the run or raise the phase's share")
         if index == 1:
             opened.update({key: choices[key] for key in dimensions["resolution"]})

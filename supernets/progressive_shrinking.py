@@ -86,10 +86,11 @@ class ProgressiveShrinkingStrategy(Strategy):
         self._plan(io.schedule_steps)
         return io.schedule_steps
 
-    def phase(self, step: int, io: StepIO) -> Phase:
-        """The phase optimiser step `step` belongs to."""
-        phases = self._plan(io.schedule_steps)
-        return phases[phase_at(phases, step)]
+    def phase(self, step: int) -> Phase:
+        """The phase optimiser step `step` belongs to (once the trainer told the run's length)."""
+        if not self.phases:
+            raise RuntimeError("progressive_shrinking: the run's length is not known yet (Trainer asks total_steps)")
+        return self.phases[phase_at(self.phases, step)]
 
     def describe(self) -> str:
         phases = ", ".join(f"{p.name} (steps {p.start}-{p.end - 1}, {p.options.subnets} a step, peak "
@@ -120,15 +121,15 @@ class ProgressiveShrinkingStrategy(Strategy):
                 for _ in range(phase.options.subnets)]
 
     def trained_archs(self, step: int) -> Sequence[Arch]:
-        if self._planned_for is None:
-            raise RuntimeError("trained_archs: the run's length is not known yet (the trainer tells it)")
-        return self._archs(self.phase(step, _io_of(self._planned_for)), step)
+        return self._archs(self.phase(step), step)
 
     def lr_factor(self, step: int, io: StepIO) -> float:
-        return self.phase(step, io).rate(step)
+        self._plan(io.schedule_steps)
+        return self.phase(step).rate(step)
 
     def train_step(self, images: torch.Tensor, labels: torch.Tensor, step: int, io: StepIO) -> dict[str, float]:
-        phase = self.phase(step, io)
+        self._plan(io.schedule_steps)
+        phase = self.phase(step)
         archs = self._archs(phase, step)
         soft = None
         if self.teacher is not None:
@@ -213,9 +214,3 @@ class ProgressiveShrinkingStrategy(Strategy):
             self.teacher.load_state_dict(state["teacher"])
             self.teacher.set_active(self.space.max())
             self.teacher.requires_grad_(False)
-
-
-def _io_of(schedule_steps: int) -> StepIO:
-    """A StepIO that only tells the schedule's length (for `trained_archs` outside a step)."""
-    return StepIO(forward=lambda x: x, pass_context=lambda final: None, all_reduce_mean=lambda t: t,
-                  schedule_steps=schedule_steps, total_steps=schedule_steps)
