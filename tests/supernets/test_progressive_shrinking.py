@@ -96,6 +96,8 @@ def test_a_vit_has_no_kernel_phase_and_the_log_says_so(tmp_path, splits):
     for step in range(strategy.phases[1].start, strategy.phases[2].start):     # depth: only depth moves
         for arch in strategy.trained_archs(step):
             assert arch["embed_dim"] == max(strategy.space.choices()["embed_dim"])
+    phases = [trainer.train_one_step(*_batch(splits, step % 8))["phase"] for step in range(16)]
+    assert phases == [float(i) for i, p in enumerate(strategy.phases) for _ in range(p.start, p.end)]
 
 
 def test_each_phase_trains_only_what_it_has_opened(tmp_path, splits):
