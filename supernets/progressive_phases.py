@@ -159,7 +159,8 @@ def space_dimensions(choices: dict[str, tuple]) -> dict[str, list[str]]:
     return dimensions
 
 
-def plan_phases(choices: dict[str, tuple], phases: Sequence[PhaseOptions], total_steps: int) -> tuple[list[Phase], list[str]]:
+def plan_phases(choices: dict[str, tuple], phases: Sequence[PhaseOptions],
+                total_steps: int) -> tuple[list[Phase], list[str]]:
     """The phases the space has, placed over `total_steps` steps in proportion to their shares,
     and the names of those left out (their dimension has no elastic choice here).
 

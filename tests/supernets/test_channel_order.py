@@ -101,8 +101,8 @@ def _outputs(net, space, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return evaluated, trained
 
 
-JOINED = {**TINY_SPACE["options"], "widths": [[8], [8, 16], [16, 24]], "strides": [1, 1, 2], "depths": [[1], [1, 2], [1, 2]],
-          "se": [False, True, True], "activations": ["relu", "hswish", "hswish"]}
+JOINED = {**TINY_SPACE["options"], "widths": [[8], [8, 16], [16, 24]], "strides": [1, 1, 2],
+          "depths": [[1], [1, 2], [1, 2]], "se": [False, True, True], "activations": ["relu", "hswish", "hswish"]}
 
 
 @pytest.mark.parametrize("options", [None, JOINED], ids=["tiny", "shortcuts-join-streams"])
