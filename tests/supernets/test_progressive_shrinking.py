@@ -12,10 +12,8 @@ from nas.core.config import load_config
 from nas.core.errors import ConfigError
 from nas.engine.data.datasets import load_dataset
 from nas.engine.run import build_space
-from nas.engine.run_dir import RunDir
-from nas.engine.training.trainer import Trainer
 from supernets.progressive_phases import OFA_PHASES, PhaseOptions, plan_phases
-from tests.support.helpers import resumed_api_run
+from tests.support.helpers import resumed_api_run, tiny_trainer
 from tests.support.tiny import tiny_config
 
 # (phase, OFA epochs, subnets a step, peak rate, warm-up epochs) read from train_ofa_net.py; the
@@ -38,10 +36,6 @@ def _config(space: str = "mobilenetv3", steps: int = 16, distill: str = "kl", ph
 @pytest.fixture(scope="module")
 def splits():
     return load_dataset("fashion_mnist", val_size=256, train_size=512)
-
-
-def _trainer(config, splits, root) -> Trainer:
-    return Trainer(config, api.build_strategy(config), splits, RunDir(root), progress=False)
 
 
 def _batch(splits, step: int):
@@ -86,7 +80,7 @@ def test_phases_divide_the_run_by_their_shares_and_open_one_dimension_at_a_time(
 
 
 def test_a_vit_has_no_kernel_phase_and_the_log_says_so(tmp_path, splits):
-    trainer = _trainer(_config("vit"), splits, tmp_path)
+    trainer = tiny_trainer(_config("vit"), splits, tmp_path)
     strategy = trainer.strategy
     assert [p.name for p in strategy.phases] == ["full", "depth", "expand_partial", "expand", "width"]
     described = strategy.describe()
@@ -101,7 +95,7 @@ def test_a_vit_has_no_kernel_phase_and_the_log_says_so(tmp_path, splits):
 
 
 def test_each_phase_trains_only_what_it_has_opened(tmp_path, splits):
-    strategy = _trainer(_config(), splits, tmp_path).strategy
+    strategy = tiny_trainer(_config(), splits, tmp_path).strategy
     space, largest = strategy.space, strategy.space.max()
     drawn: dict[str, set] = {}
     for phase in strategy.phases:
@@ -118,7 +112,7 @@ def test_each_phase_trains_only_what_it_has_opened(tmp_path, splits):
 
 def test_the_rate_warms_up_then_follows_a_cosine_inside_each_phase(tmp_path, splits):
     config = _config()
-    trainer = _trainer(config, splits, tmp_path)
+    trainer = tiny_trainer(config, splits, tmp_path)
     full, kernel, depth = trainer.strategy.phases[:3]
     assert (full.start, full.end, kernel.end, depth.end) == (0, 4, 6, 8)
     base = config.train.optimizer.lr
@@ -131,7 +125,7 @@ def test_the_rate_warms_up_then_follows_a_cosine_inside_each_phase(tmp_path, spl
 
 
 def test_the_teacher_is_the_full_network_frozen_when_the_first_phase_ends(tmp_path, splits):
-    trainer = _trainer(_config(), splits, tmp_path)
+    trainer = tiny_trainer(_config(), splits, tmp_path)
     strategy = trainer.strategy
     for step in range(4):
         trainer.train_one_step(*_batch(splits, step))
@@ -156,7 +150,7 @@ def test_the_teacher_is_the_full_network_frozen_when_the_first_phase_ends(tmp_pa
 
 
 def test_without_distillation_there_is_no_teacher(tmp_path, splits):
-    trainer = _trainer(_config(distill="none"), splits, tmp_path)
+    trainer = tiny_trainer(_config(distill="none"), splits, tmp_path)
     for step in range(6):
         trainer.train_one_step(*_batch(splits, step))
     assert trainer.strategy.teacher is None and "teacher" not in trainer.strategy.state_dict()
@@ -199,7 +193,7 @@ def _flat(tree, prefix=""):
 ])
 def test_bad_phases_are_one_line_naming_the_key(tmp_path, splits, phases, message):
     with pytest.raises(ConfigError, match=message) as error:
-        _trainer(_config(phases=phases), splits, tmp_path)
+        tiny_trainer(_config(phases=phases), splits, tmp_path)
     assert "strategy.phases" in str(error.value)
 
 
