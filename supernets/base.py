@@ -77,6 +77,8 @@ class Restructure:
             Parameters that stay the same objects keep their state; new parameters that are
             not listed start with none.
         reason: One line for the log (e.g. `split stage1.block0.kernel_size: [3] | [5, 7]`).
+        reset_state: True: every parameter starts without optimiser state, as in a new
+            training (a progressive-shrinking phase; channels permuted in place).
         images: TensorBoard tag -> a matrix (2-D tensor) to show as an image (e.g. the
             distance matrices a split was decided from).
         scalars: TensorBoard tag -> a value logged at the restructuring step.
@@ -84,6 +86,7 @@ class Restructure:
 
     copied: Mapping[nn.Parameter, nn.Parameter]
     reason: str = ""
+    reset_state: bool = False
     images: Mapping[str, torch.Tensor] = field(default_factory=dict)
     scalars: Mapping[str, float] = field(default_factory=dict)
 
@@ -146,6 +149,17 @@ class Strategy(abc.ABC):
         schedule's, `schedule_step`); a strategy that restarts the rate for fresh weights
         (few-shot's re-initialised children) counts it from its restart."""
         return self.schedule_step(step, io)
+
+    def lr_factor(self, step: int, io: StepIO) -> float | None:
+        """The learning rate of optimiser step `step` as a fraction of `train.optimizer.lr`, for a
+        strategy with its own schedule (progressive shrinking's phases); None (default): the
+        run's scheduler decides."""
+        del step, io
+        return None
+
+    def describe(self) -> str:
+        """One line the run's log starts with (e.g. a strategy's phases); default: none."""
+        return ""
 
     def after_step(self, step: int, io: StepIO) -> Restructure | None:
         """Called after optimiser step `step - 1` completed (`step` steps are done); a strategy

@@ -34,9 +34,12 @@ from tests.support.tiny import tiny_config
 
 def _valid(strategy: str, sampler: str, distill: str) -> bool:
     """A distillation loss needs a sampler that trains the max subnet, its teacher; few-shot
-    splitting refuses the shiftnas sampler (fitted to one space)."""
+    splitting refuses the shiftnas sampler (fitted to one space); progressive shrinking draws its
+    own subnets and takes only the default sampler, which it does not use."""
     if strategy == "few_shot" and sampler == "shiftnas":
         return False
+    if strategy == "progressive_shrinking":
+        return sampler == "sandwich"
     return distill == "none" or SAMPLERS.get(sampler).obj.trains_max
 
 
@@ -81,6 +84,9 @@ def _config(strategy: str, sampler: str, distill: str, routing: str | None = Non
     data["strategy"]["name"] = strategy
     if strategy == "few_shot":
         data["strategy"]["options"] = {"split": {"at_epochs": [1], "batches": 2}}
+    if strategy == "progressive_shrinking":    # every dimension open by step 15, at the run's rate
+        data["strategy"]["options"] = {"phases": [{"name": name, "share": 4 if name == "width" else 1, "subnets": 2}
+                                                  for name in ("full", "kernel", "depth", "expand", "width")]}
     if routing is not None:
         data["strategy"]["mixture"] = {"experts": 2, "routing": routing, "hidden": 16}
     if sampler == "attentive":
@@ -163,8 +169,10 @@ def test_anchors_are_trained_at_every_step(tmp_path, splits, strategy, sampler, 
     trainer = _trainer(_config(strategy, sampler, distill), splits, tmp_path)
     space = trainer.strategy.space
     anchors = [arch_id(a) for a in trainer.strategy.anchor_archs()]
-    # samplers that train the max subnet (the teacher) every step also train min: both anchor a search
-    assert anchors == ([arch_id(space.max()), arch_id(space.min())] if SAMPLERS.get(sampler).obj.trains_max else [])
+    # samplers that train the max subnet (the teacher) every step also train min: both anchor a search;
+    # a strategy that draws its own subnets (progressive shrinking) has no sampler and no anchors
+    trains_max = strategy != "progressive_shrinking" and SAMPLERS.get(sampler).obj.trains_max
+    assert anchors == ([arch_id(space.max()), arch_id(space.min())] if trains_max else [])
     for step in range(6):     # past the toy and few-shot splits (after step 4)
         trained = {arch_id(a) for a in trainer.strategy.trained_archs(step)}
         assert set(_anchors_of_step(trainer.strategy, step)) <= trained, step

@@ -45,6 +45,13 @@ def straight_and_resumed(train: Callable[[str, bool], TrainSummary], stop_at: in
 
 
 
+def tiny_trainer(config, splits, root: Path) -> Trainer:
+    """A quiet CPU `Trainer` of `config`'s freshly built strategy on in-memory `splits`, writing under `root`."""
+    from nas import api
+
+    return Trainer(config, api.build_strategy(config), splits, RunDir(root), progress=False)
+
+
 def resumed_api_run(make_config: Callable[[], object], runs_dir: Path, stop_at: int, monkeypatch) -> tuple[dict, dict]:
     """`straight_and_resumed` of two `nas.api.train` runs of `make_config()` under `runs_dir`
     (on the CPU); the resumed run reloads its own config.yaml."""

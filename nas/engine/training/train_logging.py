@@ -38,6 +38,10 @@ class TrainLogger:
             # indented: TensorBoard renders text as Markdown, and this keeps the YAML verbatim
             text = "\n".join("    " + line for line in yaml_io.dumps(t.config.to_dict()).splitlines())
             self.writer.add_text("config", text, t.state.step)
+            described = t.strategy.describe()
+            if described:
+                self.writer.add_text("train/strategy", described, t.state.step)
+                tqdm.write(described, file=sys.stderr)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -159,13 +159,15 @@ class Trainer:
         Optimiser state (momentum buffers, Adam moments...) is kept per parameter object: a
         parameter that survived keeps its own, a new parameter listed in `change.copied` gets
         a copy of the state of the parameter it was copied from, any other new parameter
-        starts without state. The scheduler is rebuilt with the same settings and loads its
-        old state, so the learning rate continues where it was.
+        starts without state; with `change.reset_state` every parameter starts without. The
+        scheduler is rebuilt with the same settings and loads its old state, so the learning
+        rate continues where it was.
         """
         old_state = self.optimizer.state
         scheduler_state = self.scheduler.state_dict()
         self._build()
-        for group in self.optimizer.param_groups:
+        kept = [] if change.reset_state else self.optimizer.param_groups
+        for group in kept:
             for param in group["params"]:
                 source = param if param in old_state else change.copied.get(param)
                 if source is not None and source in old_state:
@@ -334,6 +336,10 @@ class Trainer:
         """One optimiser step: the strategy's passes, clipping, the update, the LR schedule."""
         io = self.step_io()
         self.scheduler.step_update(self.strategy.lr_step(self.state.step, io))
+        factor = self.strategy.lr_factor(self.state.step, io)
+        if factor is not None:      # the strategy's own schedule (progressive shrinking's phases)
+            for group in self.optimizer.param_groups:
+                group["lr"] = factor * self.train_cfg.optimizer.lr * group.get("lr_scale", 1.0)
         self.optimizer.zero_grad(set_to_none=True)
         self.model.train()
         logs = self.strategy.train_step(images, labels, self.state.step, io)
