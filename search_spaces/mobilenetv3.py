@@ -102,7 +102,7 @@ class MobileNetV3Options:
         if bad_acts:
             problems.append(f"activations: unknown {bad_acts}; choose from {sorted(ACTIVATIONS)}")
         if problems:
-            raise ConfigError(problems)
+            raise ConfigError(list(dict.fromkeys(problems)))   # a flat list checked per stage: said once
 
     def stage_kernel_sizes(self, stage: int) -> tuple[int, ...]:
         """The kernel sizes the blocks of `stage` choose from."""

@@ -70,6 +70,8 @@ class Recipe:
 def _data_section(data: DataConfig) -> dict[str, Any]:
     """The `data` settings that shape the batches' contents (see the module docstring)."""
     plain = {k: v for k, v in to_plain(data).items() if k not in _DATA_NOT_HASHED}
+    if plain.get("num_classes") is None:        # added after ground truths were committed: the data's own count
+        plain.pop("num_classes", None)
     defaults = to_plain(AugmentConfig())
     plain["augment"] = {k: v for k, v in plain["augment"].items()
                         if k in _ALWAYS_HASHED_AUGMENT or v != defaults[k]}
