@@ -12,7 +12,9 @@ the two engines' calls interleaved (`common.alternating_times`) so both see the 
   decay 1e-5) of the supernet's parameters, with the subnet active, NCHW and channels_last;
 - extracting the subnet: nas's `supernet.export(arch)`, OFA's `get_active_subnet()`;
 - the extracted subnet's inference latency (eval mode, no grad, `--infer-batch`);
-- peak memory (max RSS) of a process of each engine that runs the same training steps.
+- peak memory of a process of each engine that runs the same training steps: its peak RSS from
+  the moment the engine is built (Linux's VmHWM, reset then), and what the engine added to the
+  RSS of the imports.
 
 Ratios are nas / ofa of per-subnet medians; the summary is their median over the subnets.
 `--config` defaults to the shipped `imagenet_ofa_mbv3_w10` (OFA's exact space) where present,
@@ -27,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -175,8 +176,8 @@ def beside(space, archs: dict[str, dict], args: argparse.Namespace, layout: str)
 
 
 def peak_memory(engine: str, argv: list[str], layout: str) -> dict[str, int]:
-    """A fresh process of `engine` running the training steps of every subnet: its max RSS
-    (bytes), and what the engine added to the max RSS of the imports (`added`)."""
+    """A fresh process of `engine` running the training steps of every subnet: its peak RSS from
+    the moment the engine is built (bytes), and what the engine added to the RSS then (`added`)."""
     command = [sys.executable, "-m", "benchmarks.ofa_beside", *argv, "--memory-of", engine, "--layout", layout]
     done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
     record = json.loads(done.stdout.strip().splitlines()[-1])
@@ -186,7 +187,7 @@ def peak_memory(engine: str, argv: list[str], layout: str) -> dict[str, int]:
 def memory_child(space, archs: dict[str, dict], args: argparse.Namespace) -> None:
     """The `--memory-of` process: the engine's training steps on every subnet, then its max RSS."""
     memory_format = FORMATS[args.layout]
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024      # torch and nas imported
+    before = reset_peak_rss()       # the imports' own peak (loading torch, timm, configs) is not the engine's
     engine = Engine(args.memory_of, space, memory_format)
     for arch in archs.values():
         x, y = batch(space, args.batch, arch, memory_format)
@@ -194,8 +195,21 @@ def memory_child(space, archs: dict[str, dict], args: argparse.Namespace) -> Non
         step = engine.train_step(x, y)
         for _ in range(2):
             step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"max_rss_bytes": peak, "before_bytes": before}))
+    print(json.dumps({"max_rss_bytes": status_bytes("VmHWM"), "before_bytes": before}))
+
+
+def status_bytes(field: str) -> int:
+    """A memory field of /proc/self/status (Linux), in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def reset_peak_rss() -> int:
+    """Reset this process's peak RSS to its current RSS (Linux: 5 into /proc/self/clear_refs); returns it."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return status_bytes("VmRSS")
 
 
 def main(argv: list[str] | None = None) -> dict | None:
