@@ -12,12 +12,12 @@ the two engines' calls interleaved (`common.alternating_times`) so both see the 
   decay 1e-5) of the supernet's parameters, with the subnet active, NCHW and channels_last;
 - extracting the subnet: nas's `supernet.export(arch)`, OFA's `get_active_subnet()`;
 - the extracted subnet's inference latency (eval mode, no grad, `--infer-batch`);
-- peak memory (max RSS) of a process of each engine that runs the same training steps.
+- peak memory of a process of each engine that runs the same training steps: its peak RSS from
+  the moment the engine is built (Linux's VmHWM, reset then), and what the engine added to the
+  RSS of the imports.
 
 Ratios are nas / ofa of per-subnet medians; the summary is their median over the subnets.
-`--config` defaults to the shipped `imagenet_ofa_mbv3_w10` (OFA's exact space) where present,
-else the nearest options nas had before it (`NEAREST`: OFA's widths, depths, strides, SE and
-activations, the first block an expanded inverted residual instead of OFA's expand-1 block).
+`--config` defaults to the shipped `imagenet_ofa_mbv3_w10`: OFA's exact space.
 
     python -m benchmarks.ofa_beside --threads 2 --batch 32 --resolution 128 --steps 10
     python -m benchmarks.ofa_beside --tiny        # a smoke run of every part
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -38,17 +37,10 @@ from typing import Any, Callable, Mapping
 import torch
 
 from benchmarks import common
-from nas.core.config import load_config, resolve_config_path
-from nas.core.errors import ConfigError
+from nas.core.config import load_config
 
 EXACT_CONFIG = "imagenet_ofa_mbv3_w10"
 OFA_CHOICES = {"ks_list": [3, 5, 7], "expand_ratio_list": [3, 4, 6], "depth_list": [2, 3, 4]}
-NEAREST = {"resolutions": [128], "stem_stride": 2, "stem_width": 16, "kernel_sizes": [3, 5, 7],
-           "expand_ratios": [3, 4, 6], "depths": [[1]] + [[2, 3, 4]] * 5,
-           "widths": [[16], [24], [40], [80], [112], [160]], "strides": [1, 2, 2, 2, 1, 2],
-           "se": [False, False, True, False, True, True],
-           "activations": ["relu", "relu", "relu", "hswish", "hswish", "hswish"],
-           "head_width": 960, "num_features": 1280}
 FORMATS = {"nchw": torch.contiguous_format, "channels_last": torch.channels_last}
 # wall: the idle machine's figure; cpu: the process's CPU seconds (all its threads), which other
 # processes' load inflates less than the wall clock (it still shares caches and memory bandwidth)
@@ -56,20 +48,13 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def nas_space(config: str | None, resolution: int):
-    """nas's space of `config` (default: `EXACT_CONFIG` where shipped, else `NEAREST`) at `resolution`,
-    1,000 classes; and what it is."""
+    """nas's space of `config` (default `EXACT_CONFIG`) at `resolution`, 1,000 classes; and the config's name."""
     from nas.core.registry import SPACES, load_plugins
 
     load_plugins()
-    entry = SPACES.get("mobilenetv3")
-    if config is None:
-        try:
-            resolve_config_path(EXACT_CONFIG)
-            config = EXACT_CONFIG
-        except ConfigError:
-            return entry.obj(entry.options(**{**NEAREST, "resolutions": [resolution]}), 3, 1000), "nearest"
+    config = config or EXACT_CONFIG
     options = load_config(config, [f"space.options.resolutions=[{resolution}]"]).space.options
-    return entry.obj(options, 3, 1000), config
+    return SPACES.get("mobilenetv3").obj(options, 3, 1000), config
 
 
 def ofa_supernet(dropout: float = 0.1) -> torch.nn.Module:
@@ -175,8 +160,8 @@ def beside(space, archs: dict[str, dict], args: argparse.Namespace, layout: str)
 
 
 def peak_memory(engine: str, argv: list[str], layout: str) -> dict[str, int]:
-    """A fresh process of `engine` running the training steps of every subnet: its max RSS
-    (bytes), and what the engine added to the max RSS of the imports (`added`)."""
+    """A fresh process of `engine` running the training steps of every subnet: its peak RSS from
+    the moment the engine is built (bytes), and what the engine added to the RSS then (`added`)."""
     command = [sys.executable, "-m", "benchmarks.ofa_beside", *argv, "--memory-of", engine, "--layout", layout]
     done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
     record = json.loads(done.stdout.strip().splitlines()[-1])
@@ -186,7 +171,7 @@ def peak_memory(engine: str, argv: list[str], layout: str) -> dict[str, int]:
 def memory_child(space, archs: dict[str, dict], args: argparse.Namespace) -> None:
     """The `--memory-of` process: the engine's training steps on every subnet, then its max RSS."""
     memory_format = FORMATS[args.layout]
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024      # torch and nas imported
+    before = reset_peak_rss()       # the imports' own peak (loading torch, timm, configs) is not the engine's
     engine = Engine(args.memory_of, space, memory_format)
     for arch in archs.values():
         x, y = batch(space, args.batch, arch, memory_format)
@@ -194,14 +179,26 @@ def memory_child(space, archs: dict[str, dict], args: argparse.Namespace) -> Non
         step = engine.train_step(x, y)
         for _ in range(2):
             step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"max_rss_bytes": peak, "before_bytes": before}))
+    print(json.dumps({"max_rss_bytes": status_bytes("VmHWM"), "before_bytes": before}))
+
+
+def status_bytes(field: str) -> int:
+    """A memory field of /proc/self/status (Linux), in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def reset_peak_rss() -> int:
+    """Reset this process's peak RSS to its current RSS (Linux: 5 into /proc/self/clear_refs); returns it."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return status_bytes("VmRSS")
 
 
 def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help=f"nas config of the space (default {EXACT_CONFIG} where shipped, else the "
-                        "nearest options)")
+    parser.add_argument("--config", help=f"nas config of the space (default {EXACT_CONFIG})")
     parser.add_argument("--resolution", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per engine and subnet")

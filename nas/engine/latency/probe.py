@@ -150,14 +150,15 @@ def latency_probe(target: str | Path, count: int, out: str | Path, resolution: i
         raise ConfigError(f"N: {count} subnets asked, but the space has {len(pool)} distinct archs"
                           + (f" at resolution {resolution}" if resolution is not None else ""))
     rows = design_matrix(sub, groups, pool)
-    chosen = [pool[i] for i in d_optimal(rows, count)]
+    picked = d_optimal(rows, count)
+    chosen = [pool[i] for i in picked]
     settings = {"space": space.name, "space_fingerprint": sub.fingerprint(), "resolution": resolution,
                 "seed": seed, "archs": [arch_id(arch) for arch in chosen]}
     notes = _notes(space, sub, groups, count, resolution)
     with folder_lock(out, f"latency probe {out}"):
         _check_settings(out, settings)
         write_json(out / PROBE_FILE, {**settings, "free_costs": groups.free,
-                                      "rank": int(np.linalg.matrix_rank(rows[[pool.index(a) for a in chosen]])),
+                                      "rank": int(np.linalg.matrix_rank(rows[picked])),
                                       "pool_rank": int(np.linalg.matrix_rank(rows))})
         written = _write_subnets(seeded_supernet(space, config.train.seed), space, chosen, out, progress)
         timings = out / TIMINGS_FILE

@@ -196,7 +196,8 @@ def test_the_probe_writes_onnx_subnets_whose_filled_csv_latency_fit_reads(capsys
         arch = read_arch_file(out / row["arch"])
         depth = arch["stage0.depth"]
         kernels = [arch[f"stage0.block{j}.kernel_size"] for j in range(depth)]
-        filled.append({**row, "latency_ms": f"{1.0 + sum(planted[f'k{k}'] * (j + 1) for j, k in enumerate(kernels)):.6f}"})
+        ms = 1.0 + sum(planted[f"k{k}"] * (j + 1) for j, k in enumerate(kernels))    # per block and kernel
+        filled.append({**row, "latency_ms": f"{ms:.6f}"})
     with (out / "timings.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -228,3 +229,28 @@ def space_yaml_space(path):
     from nas.core.config import load_config
     from nas.engine.run import build_space
     return build_space(load_config(str(path)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(ONNX_MISSING) or importlib.util.find_spec("ofa") is None,
+                    reason="needs the ofa package and the onnx extra")
+def test_an_imported_supernet_at_one_resolution_is_probed_as_the_published_supernet_page_says(capsys, tmp_path):
+    from nas.engine.latency.timings import read_timings
+    from nas.engine.run import load_run
+    from tests.support.ofa_nets import random_ofa_net
+
+    torch.save({"state_dict": random_ofa_net().state_dict()}, tmp_path / "ofa_w10")
+    runs = tmp_path / "runs"
+    assert cli.main(["import", "ofa", str(tmp_path / "ofa_w10"), "--name", "phone", "--runs-dir", str(runs),
+                     "--set", "space.options.resolutions=[128]"]) == 0
+    capsys.readouterr()
+    code, out, err = _probe(capsys, "phone", 3, "--out", tmp_path / "probe", "--runs-dir", runs, "--quiet", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["resolution"] == 128 and result["free_costs"] == 91 and "note:" in err   # 3 < 92: priors
+    space = load_run("phone", runs, device="cpu").space
+    (tmp_path / "probe" / "timings.csv").write_text("".join(
+        line if n == 0 else line.rstrip("\n") + "12.5\n"
+        for n, line in enumerate((tmp_path / "probe" / "timings.csv").read_text().splitlines(keepends=True))))
+    timings = read_timings(tmp_path / "probe" / "timings.csv", space)      # the run's own space reads every row
+    assert [arch_id(a) for a in timings.archs] == result["archs"] and timings.ms == [12.5] * 3
