@@ -162,7 +162,7 @@ def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig,
     recipe = finetune_recipe(run, steps, settings)
     size = run.space.input_size(arch)
     model = run.export_model(arch)
-    head = replace_head(model, run.data.num_classes, settings.seed)
+    head = replace_head(model, run.space.num_classes, run.data.num_classes, settings.seed)
     key = partial_key(run, arch, steps, settings, model)
     partial = partial_path(run, arch, steps, settings, model)
     check_writable(partial.parent, "RUN", need_bytes=PARTIAL_COPIES * 4 * parameter_count(model) + beside_bytes)
@@ -189,17 +189,17 @@ def finetune_subnet(run: Run, arch: Mapping[str, Any], settings: FinetuneConfig,
     return Finetuned(model, val.top1, test.top1, val.top5, test.top5, record)
 
 
-def replace_head(model: nn.Module, classes: int, seed: int) -> dict[str, Any] | None:
-    """Give `model` a fresh classifier (seeded by `seed`) when the data has another number of
-    classes than its head (an imported run's 1000-class head on the user's data); returns what
-    was replaced, or None when the head fits."""
-    old = getattr(model, "classifier", None)
-    outputs = old.out_features if isinstance(old, nn.Linear) else None
-    if outputs == classes:
+def replace_head(model: nn.Module, head_classes: int, classes: int, seed: int) -> dict[str, Any] | None:
+    """Give `model` (whose head has `head_classes` outputs, its space's) a fresh classifier seeded
+    by `seed` when the data has another number of `classes` (an imported run's 1000-class head
+    on the user's data); returns what was replaced, or None when the head fits."""
+    if head_classes == classes:
         return None
-    if outputs is None:
-        raise ConfigError(f"data.root: the data has {classes} classes but the model's head has others, and this "
-                          f"space's export has no `classifier` layer to replace")
+    old = getattr(model, "classifier", None)
+    if not isinstance(old, nn.Linear):
+        raise ConfigError(f"data.root: the data has {classes} classes but the model's head has {head_classes}, "
+                          f"and this space's export has no `classifier` layer to replace")
+    outputs = old.out_features
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model.classifier = nn.Linear(old.in_features, classes).to(old.weight.device)

@@ -112,3 +112,27 @@ def test_the_finetune_state_is_kept_until_its_export_is_written_then_removed(run
     result = api.export_subnet(run, "min", out=tmp_path / "out", finetune=settings, progress=False)
     assert result.record["finetune"]["resumed_from"] == 5 and "partial" not in result.record["finetune"]
     assert partials(run) == []
+
+
+class _HeadNamedHead(torch.nn.Module):
+    """A ViT-like export: its classifier is `head`, not `classifier`."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.head = torch.nn.Linear(4, classes)
+
+
+def test_a_head_that_fits_the_data_is_kept_whatever_its_name():
+    """A ViT's export (head named `head`) fine-tuned on its own data keeps its head; only a head
+    that does not fit needs a `classifier` to replace (the shipped ViT config failed here)."""
+    from nas.core.errors import ConfigError
+    from nas.engine.export.finetune import replace_head
+
+    model = _HeadNamedHead(10)
+    assert replace_head(model, 10, 10, seed=0) is None
+    with pytest.raises(ConfigError, match=r"^data\.root: the data has 3 classes but the model's head has 10"):
+        replace_head(model, 10, 3, seed=0)
+    imported = torch.nn.Sequential()
+    imported.classifier = torch.nn.Linear(4, 1000)
+    assert replace_head(imported, 1000, 3, seed=0) == {"replaced": True, "classes_before": 1000, "classes": 3}
+    assert imported.classifier.out_features == 3
