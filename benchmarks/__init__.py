@@ -65,6 +65,7 @@ BENCHMARKS: dict[str, tuple[Command, ...]] = {
     "family_value": (Command("hours", "RUN runs/RUN/search/FAMILY --ground-truth benchmarks/ground_truth --seeds 2",
                              needs=RUN),),
     "family_finetune": (Command("minutes", "RUN runs/RUN/search/FAMILY --lengths 6% 12% --variants plain kd", needs=RUN),),
+    "fixed_members": (Command("hours", "RUN [RUN ...] --arch A.json --lengths 257 536 --teacher", needs=RUN),),
     "shipped_accuracy": (Command("hours", "RUN --ground-truth benchmarks/ground_truth --ground-truth "
                                           "benchmarks/ground_truth_searched --finetune-archs 500f88c52b", needs=RUN),),
     "latency_fit": (Command("minutes", "--ks 10 20 50 100", needs=NB201),),

@@ -116,6 +116,10 @@ class Evaluator:
         for x, y in self.data.eval_batches(split, self.settings.batch_size):
             yield x.contiguous(memory_format=self.memory_format), y
 
+    def forget(self) -> None:
+        """Drop the cached results: for weights changed in place at the same step."""
+        self._cache.clear()
+
     def evaluate(self, arch: Mapping[str, Any], split: str = "val") -> Accuracy:
         """Top-1/top-5 of `arch` on `split` after BN recalibration (cached)."""
         key = self._key(arch, split)
