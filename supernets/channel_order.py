@@ -34,7 +34,7 @@ from torch import nn
 from search_spaces.ops.source import SharedTensor
 
 
-def _weight(op: nn.Module, attribute: str = "weight") -> torch.Tensor:
+def learned_tensor(op: nn.Module, attribute: str = "weight") -> torch.Tensor:
     """The learned full-size tensor of an elastic op's weight (or bias) source."""
     source = getattr(op, attribute)
     if isinstance(source, nn.Parameter):
@@ -46,7 +46,7 @@ def _weight(op: nn.Module, attribute: str = "weight") -> torch.Tensor:
 
 
 @torch.no_grad()
-def _permute(tensor: torch.Tensor, dim: int, order: torch.Tensor) -> None:
+def permute_in_place(tensor: torch.Tensor, dim: int, order: torch.Tensor) -> None:
     """Reorder `tensor` along `dim` in place (the parameter object, and so the optimiser's
     reference to it, stays the same)."""
     tensor.copy_(tensor.index_select(dim, order.to(tensor.device)))
@@ -55,7 +55,7 @@ def _permute(tensor: torch.Tensor, dim: int, order: torch.Tensor) -> None:
 def _permute_bn(bn: nn.BatchNorm2d, order: torch.Tensor) -> None:
     for tensor in (bn.weight, bn.bias, bn.running_mean, bn.running_var):
         if tensor is not None:
-            _permute(tensor, 0, order)
+            permute_in_place(tensor, 0, order)
 
 
 def input_importance(*weights: torch.Tensor) -> torch.Tensor:
@@ -83,21 +83,21 @@ def sort_block_middle(block: nn.Module, widths: Sequence[int] = (), tier: int = 
     `tier`: OFA's `expand_ratio_stage` (0: one plain sort; k > 0: the channels keep the tiers
     of `widths[1:k + 1]`). Returns the order applied to the expanded channels.
     """
-    pwl = _weight(block.conv_pwl)
+    pwl = learned_tensor(block.conv_pwl)
     order = importance_order(input_importance(pwl), sorted(widths[1:tier + 1]) if tier > 0 else ())
-    _permute(pwl, 1, order)
-    _permute(_weight(block.conv_dw), 0, order)
+    permute_in_place(pwl, 1, order)
+    permute_in_place(learned_tensor(block.conv_dw), 0, order)
     _permute_bn(block.bn2, order)
     if block.se is not None:
         expand, reduce = block.se.conv_expand, block.se.conv_reduce
-        _permute(_weight(expand), 0, order)
-        _permute(_weight(expand, "bias"), 0, order)
-        _permute(_weight(reduce), 1, order)
-        se_order = importance_order(input_importance(_weight(expand)))
-        _permute(_weight(expand), 1, se_order)
-        _permute(_weight(reduce), 0, se_order)
-        _permute(_weight(reduce, "bias"), 0, se_order)
-    _permute(_weight(block.conv_pw), 0, order)
+        permute_in_place(learned_tensor(expand), 0, order)
+        permute_in_place(learned_tensor(expand, "bias"), 0, order)
+        permute_in_place(learned_tensor(reduce), 1, order)
+        se_order = importance_order(input_importance(learned_tensor(expand)))
+        permute_in_place(learned_tensor(expand), 1, se_order)
+        permute_in_place(learned_tensor(reduce), 0, se_order)
+        permute_in_place(learned_tensor(reduce, "bias"), 0, se_order)
+    permute_in_place(learned_tensor(block.conv_pw), 0, order)
     _permute_bn(block.bn1, order)
     return order
 
@@ -163,12 +163,12 @@ def residual_streams(supernet: nn.Module) -> list[Stream]:
 
 def sort_stream(stream: Stream) -> torch.Tensor:
     """Sort a residual stream's channels by the L1 norm of the columns reading them; returns the order."""
-    order = importance_order(input_importance(*(_weight(conv) for conv in stream.consumers)))
+    order = importance_order(input_importance(*(learned_tensor(conv) for conv in stream.consumers)))
     for conv, bn in stream.producers:
-        _permute(_weight(conv), 0, order)
+        permute_in_place(learned_tensor(conv), 0, order)
         _permute_bn(bn, order)
     for conv in stream.consumers:
-        _permute(_weight(conv), 1, order)
+        permute_in_place(learned_tensor(conv), 1, order)
     return order
 
 

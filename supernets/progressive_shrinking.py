@@ -31,8 +31,10 @@ from nas.core.registry import DISTILL_LOSSES, STRATEGIES
 from nas.core.rng import python_rng
 from search_spaces.base import ArchSpace, Supernet
 from search_spaces.mobilenetv3 import MobileNetV3Supernet
+from search_spaces.vit import ViTSupernet
 from supernets.base import Restructure, StepIO, Strategy, seeded_supernet
 from supernets.channel_order import sort_middle_channels, sort_stage_widths
+from supernets.channel_order_vit import sort_block_expansions, sort_embedding
 from supernets.progressive_phases import (
     OFA_PHASES, Phase, PhaseOptions, check_phases, phase_at, plan_phases, space_dimensions)
 
@@ -180,24 +182,35 @@ class ProgressiveShrinkingStrategy(Strategy):
         return ", ".join(s for s in said if s)
 
     def _sort(self, phases: list[Phase], index: int) -> str:
-        """Sort the channels a phase opens (MobileNetV3 only); what was sorted, in words."""
+        """Sort the channels a phase opens (MobileNetV3 and ViT); what was sorted, in words."""
         phase = phases[index]
         if phase.options.dimension not in ("expand", "width"):
             return ""
-        if not isinstance(self.supernet, MobileNetV3Supernet):
-            return f"channels not sorted ({self.space.name} has no channel sorting)"
-        opened = [key for key in phase.open if phases[index - 1].open.get(key) != phase.open[key]]
+        opened = {key: phase.open[key] for key in phase.open if phases[index - 1].open.get(key) != phase.open[key]}
         if not opened:
             return ""
+        if isinstance(self.supernet, ViTSupernet):
+            return self._sort_vit(phase, opened)
+        if not isinstance(self.supernet, MobileNetV3Supernet):
+            return f"channels not sorted ({self.space.name} has no channel sorting)"
         if phase.options.dimension == "width":
             stages = [int(key.split(".")[0][len("stage"):]) for key in opened]
             streams = sort_stage_widths(self.supernet, stages)
             return f"stage outputs sorted by L1 importance ({len(streams)} streams)"
-        ratios = {(int(key.split(".")[0][len("stage"):]), int(key.split(".")[1][len("block"):])): phase.open[key]
-                  for key in opened}
+        ratios = {(int(key.split(".")[0][len("stage"):]), int(key.split(".")[1][len("block"):])): values
+                  for key, values in opened.items()}
         tier = max(len(values) for values in ratios.values()) - 2
         blocks = sort_middle_channels(self.supernet, ratios, tier)
         return f"expanded channels of {blocks} blocks sorted by L1 importance (OFA stage {tier})"
+
+    def _sort_vit(self, phase: Phase, opened: dict[str, Sequence[float]]) -> str:
+        """Sort a ViT's embedding (width phase) or the heads and MLP units a phase opens."""
+        if phase.options.dimension == "width":
+            sort_embedding(self.supernet)
+            return "embedding features sorted by L1 importance"
+        tier = max(len(values) for values in opened.values()) - 2
+        layers = sort_block_expansions(self.supernet, opened, tier)
+        return f"heads and MLP hidden units of {layers} layers sorted by L1 importance (OFA stage {tier})"
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict:
