@@ -16,7 +16,7 @@ from nas.engine.checkpoint import load_checkpoint, save_checkpoint
 from nas.engine.searching import finalists as stage
 from nas.engine.searching.results import SearchResult
 from tests.conftest import make_space
-from tests.support.safety import copy_run
+from tests.support.safety import copy_run, one_line_error
 from tests.engine.searching.test_finalists import FavoursMin, truth
 from tests.engine.searching.test_finalists import favours_min, truthful  # noqa: F401  (fixtures)
 
@@ -278,3 +278,21 @@ def test_a_refused_search_leaves_no_folder(trained, tmp_path, options, message):
         api.search(run, "evolution", trials=3, out=tmp_path / "s", progress=False, score="params",
                    **{"max_macs": "50%", **options})
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("flag, index", [("--max-macs", 0), ("--max-params", 1)])
+def test_a_budget_above_the_max_subnet_is_one_line_and_exit_2_and_equal_to_it_is_searched(trained, tmp_path, capsys,
+                                                                                          flag, index):
+    """A one-budget search refuses what a family refuses: a budget above the max subnet's cost
+    (it admits every arch), naming the flag and that cost; the max subnet's own cost is a budget."""
+    run = api.load_run("tiny", trained)
+    high = run.space.costs(run.space.max())[index]
+    base = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "random", "--trials", "1", "--score", "macs",
+            "--quiet"]
+    one_line_error(capsys, [*base, flag, str(high + 1), "--out", str(tmp_path / "above")],
+                   f"{flag}: ", f"({high + 1:,}) is above the max subnet's", f"({high:,}): it admits every arch",
+                   f"leave {flag} out (no budget)")
+    assert not (tmp_path / "above").exists()
+    assert cli.main([*base, flag, str(high), "--out", str(tmp_path / "equal")]) == 0
+    summary = json.loads((tmp_path / "equal" / "summary.json").read_text())
+    assert summary["budgets"][("macs", "params")[index]] == high
