@@ -135,3 +135,27 @@ def test_a_failing_worker_is_reported_by_index(capsys, trained, tmp_path, monkey
                              "--workers", "2", "--trials", "4", "--score", "test-here-only", "--quiet",
                              "--out", str(tmp_path / "s")], "--workers: worker 0: --score: ",
                     "; worker 1: --score: ", "unknown estimator 'test-here-only'")
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_one_budget_search_is_one_line_exit_143_and_the_rerun_resumes(trained, tmp_path, capsys):
+    """A real `nas search` process sent SIGTERM once its first evaluations are written: the line
+    `nas train` and `nas export` print (what is kept, how to resume), and the same folder resumes."""
+    out = tmp_path / "s"
+    argv = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "random", "--score", "supernet",
+            "--max-macs", "80%", "--out", str(out), "--quiet", "--device", "cpu"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "nas", *argv, "--trials", "200"], stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=Path(__file__).resolve().parents[2])
+    results = out / "results.jsonl"
+    wait_for(lambda: results.is_file() and results.read_text().count("\n") >= 2, proc, "two evaluations")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate()
+    assert proc.returncode == 143 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.strip() == (f"nas search: stopped: SIGTERM: the search stopped; every arch evaluated is kept in {out}; "
+                           "run the same nas search again to resume it")
+    kept = results.read_text().splitlines()
+    assert 2 <= len(kept) < 200 and not (out / "summary.json").exists()
+    assert cli.main([*argv, "--trials", str(len(kept) + 1)]) == 0      # resumes: one more, the kept ones replayed
+    resumed = results.read_text().splitlines()
+    assert resumed[:len(kept)] == kept and len(resumed) == len(kept) + 1

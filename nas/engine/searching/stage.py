@@ -4,7 +4,8 @@
 argument checked, the score resolved), the folder locked for the whole command, the loop run
 (`loop.search_loop`, in spawned worker processes first for a shared Optuna study, each given
 the same request), then the finalists (`finalists.run_finalists`) and the answer's files,
-written once (`outputs.answer`).
+written once (`outputs.answer`). SIGTERM stops it with one line (exit 143): what is kept, and
+that the same command resumes it.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 from nas.core.errors import NasError, SearchError
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
+from nas.core.stopping import sigterm_raises
 from nas.core.wording import announce, command
 from nas.engine.devices import resolve_device
 from nas.engine.latency.stage import latency_table
@@ -87,7 +89,14 @@ def search(run: Run, searcher: str | None = None, *, max_macs: str | float | Non
                                 options=options, worker=worker, workers=workers, progress=progress,
                                 finalist_steps=finalist_steps, latency_table=latency_table,
                                 predict_missing=predict_missing, ships=ships)
-        return search_request(run, request)
+        with sigterm_raises(_stopped(request.out)):
+            return search_request(run, request)
+
+
+def _stopped(out: Path) -> str:
+    """What a SIGTERM during a one-budget search says after `SIGTERM: ` (a family's says its members)."""
+    return (f"the search stopped; every arch evaluated is kept in {out}; run the same nas search again to resume "
+            "it")
 
 
 def check_search(run: Run, request: SearchRequest) -> tuple[SearchScore, LatencyTable | None]:
