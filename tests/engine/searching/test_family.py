@@ -11,7 +11,7 @@ import pytest
 from nas import api, cli
 from nas.core.arch import arch_id
 from nas.core.config import load_config
-from nas.core.errors import ConfigError, SearchError
+from nas.core.errors import ConfigError, RecordError, SearchError
 from nas.engine.searching.family import FAMILY, is_family, read_family, write_family
 from nas.engine.searching.family_budgets import member_specs
 from nas.engine.searching.family_search import REUSED, member_seed
@@ -143,8 +143,8 @@ def test_the_cli_prints_one_line_per_member_and_the_family_as_json(trained, favo
 
 def test_a_damaged_family_json_is_one_line_naming_it(tmp_path):
     (tmp_path / FAMILY).write_text('{"kind": "family", "cost": "macs"}')
-    with pytest.raises(SearchError, match=rf"^{tmp_path / FAMILY}: not a family search's record \('budget_specs' is "
-                                          r"missing or not a list\)"):
+    with pytest.raises(RecordError, match=rf"^{tmp_path / FAMILY}: damaged record: budget_specs: missing \(required\) "
+                                          r"\(and \d+ more\); remove the family folder and search again$"):
         read_family(tmp_path)
     with pytest.raises(SearchError, match="would not be readable"):
         write_family(tmp_path, {"kind": "family"})

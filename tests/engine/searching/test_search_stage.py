@@ -192,10 +192,10 @@ def test_the_min_subnet_notice_compares_costs(capsys):
 
 
 @pytest.mark.parametrize("edit, message", [
-    ({"macs": "12K"}, "'macs' must be a count >= 0, got 12K"),
-    ({"budgets": {"macs": 0}}, "'budgets' must be a mapping of positive budgets"),
-    ({"finalists": {}}, "'finalists' must be null or a finalists stage"),
-    ({"val_top1": 75.0}, "'val_top1' must be a fraction in [0, 1], got 75.0"),
+    ({"macs": "12K"}, "damaged record: macs: expected int, got 12K"),
+    ({"budgets": {"macs": 0}}, "budgets: must be a mapping of positive budgets, got {'macs': 0}"),
+    ({"finalists": {}}, "finalists: must be null or a finalists stage"),
+    ({"val_top1": 75.0}, "val_top1: must be a fraction in [0, 1], got 75.0"),
 ])
 def test_summary_of_a_damaged_summary_is_one_line(trained, favours_min, tmp_path, capsys, edit, message):
     """Defect 11: a string for MACs, a zero budget, `finalists: {}` gave tracebacks."""
