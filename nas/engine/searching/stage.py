@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 
-from nas.core.errors import NasError, SearchError
+from nas.core.errors import Interrupted, NasError, SearchError
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
 from nas.core.stopping import sigterm_raises
@@ -213,17 +213,23 @@ def _run_workers(request: SearchRequest) -> int:
     """Run `request.workers` shares of one Optuna study in spawned processes of one thread each
     (each loads the run from the request's source) and wait for them all; returns the
     evaluations they made."""
-    from nas.core.processes import worker_pool
+    from nas.core.processes import terminate_workers, worker_pool
 
     request.out.mkdir(parents=True, exist_ok=True)
     errors, made = [], 0
     with worker_pool(request.workers) as pool:
         futures = [pool.submit(search_worker, request, k) for k in range(request.workers)]
-        for k, future in enumerate(futures):
-            try:
-                made += future.result()
-            except Exception as e:     # a worker's error, raised again here with its index
-                errors.append(f"worker {k}: {_first_line(e)}")
+        try:
+            for k, future in enumerate(futures):
+                try:
+                    made += future.result()
+                except Interrupted:      # this process's SIGTERM (`search`), or a worker's
+                    raise
+                except Exception as e:     # a worker's error, raised again here with its index
+                    errors.append(f"worker {k}: {_first_line(e)}")
+        except (Interrupted, KeyboardInterrupt):
+            terminate_workers(pool)      # what they evaluated is kept: the rerun resumes the study
+            raise
     if errors:
         raise SearchError("workers: " + "; ".join(errors))
     return made
