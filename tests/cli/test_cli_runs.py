@@ -176,5 +176,5 @@ def test_sigterm_during_a_search_with_workers_stops_them_at_once(trained, tmp_pa
     _stopped_search(out, ["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe", "--workers", "2",
                           "--score", "supernet", "--out", str(out), "--quiet", "--device", "cpu"], 200)
     kept = (out / "results.jsonl").read_text()
-    time.sleep(2)
+    time.sleep(1)
     assert (out / "results.jsonl").read_text() == kept and kept.count("\n") < 200      # no worker goes on
