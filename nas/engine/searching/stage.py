@@ -213,23 +213,20 @@ def _run_workers(request: SearchRequest) -> int:
     """Run `request.workers` shares of one Optuna study in spawned processes of one thread each
     (each loads the run from the request's source) and wait for them all; returns the
     evaluations they made."""
-    from nas.core.processes import terminate_workers, worker_pool
+    from nas.core.processes import stopped_on_interrupt, worker_pool
 
     request.out.mkdir(parents=True, exist_ok=True)
     errors, made = [], 0
-    with worker_pool(request.workers) as pool:
+    # on SIGTERM (`search`) the workers stop at once: what they evaluated is kept, a rerun resumes
+    with worker_pool(request.workers) as pool, stopped_on_interrupt(pool):
         futures = [pool.submit(search_worker, request, k) for k in range(request.workers)]
-        try:
-            for k, future in enumerate(futures):
-                try:
-                    made += future.result()
-                except Interrupted:      # this process's SIGTERM (`search`), or a worker's
-                    raise
-                except Exception as e:     # a worker's error, raised again here with its index
-                    errors.append(f"worker {k}: {_first_line(e)}")
-        except (Interrupted, KeyboardInterrupt):
-            terminate_workers(pool)      # what they evaluated is kept: the rerun resumes the study
-            raise
+        for k, future in enumerate(futures):
+            try:
+                made += future.result()
+            except Interrupted:
+                raise
+            except Exception as e:     # a worker's error, raised again here with its index
+                errors.append(f"worker {k}: {_first_line(e)}")
     if errors:
         raise SearchError("workers: " + "; ".join(errors))
     return made
