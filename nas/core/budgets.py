@@ -88,8 +88,7 @@ def check_not_above_max(param: str, cost: Cost, spec: str, budget: float, high: 
     typo or a unit slip (a family's members would answer alike). Equal to `high` is accepted."""
     if budget > high:
         raise ConfigError(f"{param}: {spec} ({budget:,.0f}) is above the max subnet's {cost.amount(high)} "
-                          f"({high:,.0f}): it admits every arch, as 100% (the max subnet) does; give at most that, "
-                          f"or leave {marker(param)} out (no budget)")
+                          f"({high:,.0f}): it admits every arch, as 100% (the max subnet) does; give at most that")
 
 
 def _check_members(members: Any) -> None:

@@ -290,8 +290,8 @@ def test_a_budget_above_the_max_subnet_is_one_line_and_exit_2_and_equal_to_it_is
     base = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "random", "--trials", "1", "--score", "macs",
             "--quiet"]
     one_line_error(capsys, [*base, flag, str(high + 1), "--out", str(tmp_path / "above")],
-                   f"{flag}: ", f"({high + 1:,}) is above the max subnet's", f"({high:,}): it admits every arch",
-                   f"leave {flag} out (no budget)")
+                   f"{flag}: ", f"({high + 1:,}) is above the max subnet's",
+                   f"({high:,}): it admits every arch, as 100% (the max subnet) does; give at most that")
     assert not (tmp_path / "above").exists()
     assert cli.main([*base, flag, str(high), "--out", str(tmp_path / "equal")]) == 0
     summary = json.loads((tmp_path / "equal" / "summary.json").read_text())
