@@ -15,7 +15,7 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 from nas.core.amounts import parse_amount
-from nas.core.costs import COSTS, LATENCY, MACS
+from nas.core.costs import COSTS, LATENCY, MACS, Cost
 from nas.core.errors import ConfigError, check_int
 
 MEMBERS_LOW, MEMBERS_HIGH = 20, 80     # percent of the MACs range that `members=K` spans
@@ -80,6 +80,15 @@ def family_specs(given: Mapping[str, Any], members: int | None,
         raise ConfigError(f"{param}: {len(items):,} budgets; a family has at most {MAX_MEMBERS} members (budgets at "
                           "least 1% of the range apart)")
     return param, [_spec(item, param, items) for item in items]
+
+
+def check_not_above_max(param: str, cost: Cost, spec: str, budget: float, high: float) -> None:
+    """Refuse a MACs or params budget (`spec` as given, `budget` as a count) above the max
+    subnet's cost `high`: it admits every arch, as the max subnet's own cost does, so it is a
+    typo or a unit slip (a family's members would answer alike). Equal to `high` is accepted."""
+    if budget > high:
+        raise ConfigError(f"{param}: {spec} ({budget:,.0f}) is above the max subnet's {cost.amount(high)} "
+                          f"({high:,.0f}): it admits every arch, as 100% (the max subnet) does; give at most that")
 
 
 def _check_members(members: Any) -> None:

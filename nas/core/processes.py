@@ -16,12 +16,15 @@ ground-truth trainings): one torch thread each, gone with their parent.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Mapping
+
+from nas.core.errors import Interrupted
 
 if TYPE_CHECKING:
     # imported on use only: it imports multiprocessing.util, whose exit handler, registered before
@@ -188,9 +191,36 @@ def worker_pool(workers: int, initializer: Callable[..., None] | None = None,
                                initargs=(os.getpid(), initializer, initargs))
 
 
+def terminate_workers(pool: Any) -> None:
+    """Terminate the processes of a `worker_pool` at once (on SIGTERM or Ctrl-C: their work is
+    what a rerun resumes), so that leaving its block does not wait for them."""
+    # private in Python < 3.14 (which adds terminate_workers): the pool's processes
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+
+
+@contextlib.contextmanager
+def stopped_on_interrupt(pool: Any) -> Iterator[None]:
+    """Inside the block, SIGTERM's `Interrupted` or Ctrl-C terminates the pool's processes
+    (`terminate_workers`) on its way out: leaving the pool's own block waits for its work."""
+    try:
+        yield
+    except (Interrupted, KeyboardInterrupt):
+        terminate_workers(pool)
+        raise
+
+
 def _start_worker(parent: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
     exit_with_parent(parent)
+    import threading
+
     import torch
+    from tqdm.std import tqdm
+
+    # tqdm's default lock is a multiprocessing one, this process's own (it guards nothing across
+    # spawned processes): a worker terminated on SIGTERM left it to the resource tracker, which
+    # warned of a leaked semaphore below the one line the command prints
+    tqdm.set_lock(threading.RLock())
 
     torch.set_num_threads(1)
     if initializer is not None:

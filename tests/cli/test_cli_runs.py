@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,45 @@ def test_a_failing_worker_is_reported_by_index(capsys, trained, tmp_path, monkey
                              "--workers", "2", "--trials", "4", "--score", "test-here-only", "--quiet",
                              "--out", str(tmp_path / "s")], "--workers: worker 0: --score: ",
                     "; worker 1: --score: ", "unknown estimator 'test-here-only'")
+
+
+def _stopped_search(out: Path, argv: list[str], trials: int) -> str:
+    """Start `nas search` (`argv`, `trials`) in a real process, send it SIGTERM once its first
+    evaluations are written; its stderr, once it has exited 143 with the one line that
+    `nas train` and `nas export` print (what is kept, how to resume)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "nas", *argv, "--trials", str(trials)], stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=Path(__file__).resolve().parents[2], start_new_session=True)
+    results = out / "results.jsonl"
+    wait_for(lambda: results.is_file() and results.read_text().count("\n") >= 2, proc, "two evaluations")
+    proc.send_signal(signal.SIGTERM)      # to the command's process only, not to its workers
+    _, err = proc.communicate()
+    assert proc.returncode == 143 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.strip() == (f"nas search: stopped: SIGTERM: the search stopped; every arch evaluated is kept in {out}; "
+                           "run the same nas search again to resume it")
+    return err
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_one_budget_search_is_one_line_exit_143_and_the_rerun_resumes(trained, tmp_path):
+    out = tmp_path / "s"
+    argv = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "random", "--score", "supernet",
+            "--max-macs", "80%", "--out", str(out), "--quiet", "--device", "cpu"]
+    _stopped_search(out, argv, 200)
+    kept = (out / "results.jsonl").read_text().splitlines()
+    assert 2 <= len(kept) < 200 and not (out / "summary.json").exists()
+    assert cli.main([*argv, "--trials", str(len(kept) + 1)]) == 0      # resumes: one more, the kept ones replayed
+    resumed = (out / "results.jsonl").read_text().splitlines()
+    assert resumed[:len(kept)] == kept and len(resumed) == len(kept) + 1
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_search_with_workers_stops_them_at_once(trained, tmp_path):
+    """With --workers the command's process waited for its workers to finish every trial, then
+    said `workers: worker 0: SIGTERM ...`, exit 2."""
+    out = tmp_path / "s"
+    _stopped_search(out, ["search", "tiny", "--runs-dir", str(trained), "--searcher", "optuna-tpe", "--workers", "2",
+                          "--score", "supernet", "--out", str(out), "--quiet", "--device", "cpu"], 200)
+    kept = (out / "results.jsonl").read_text()
+    time.sleep(1)
+    assert (out / "results.jsonl").read_text() == kept and kept.count("\n") < 200      # no worker goes on

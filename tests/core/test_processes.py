@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nas.core.processes import ProcessIdentity, alive, pid_alive, this_process
+from nas.core.errors import Interrupted
+from nas.core.processes import (ProcessIdentity, alive, pid_alive, stopped_on_interrupt, this_process,
+                                worker_pool)
 
 
 def _state(pid: int) -> str:
@@ -183,3 +185,16 @@ def test_a_worker_whose_parent_dies_before_its_initialiser_runs_exits_with_the_r
         for pid in children:
             if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_an_interrupt_terminates_the_pools_workers_instead_of_waiting_for_their_work():
+    """SIGTERM during a search's or the finalists' workers: the command stops at once (leaving
+    the pool's block had waited for every worker's work)."""
+    started = time.monotonic()
+    with pytest.raises(Interrupted, match="SIGTERM: stopped"):
+        with worker_pool(1) as pool, stopped_on_interrupt(pool):
+            worker = pool.submit(os.getpid).result()
+            pool.submit(time.sleep, 120)
+            raise Interrupted("SIGTERM: stopped", 15)
+    assert time.monotonic() - started < 60 and not pid_alive(worker)

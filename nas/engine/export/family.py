@@ -71,8 +71,8 @@ def read_family_file(folder: str | Path, param: str = "family") -> dict[str, Any
     `param` otherwise."""
     try:
         family = read_family(folder)
-    except SearchError as e:
-        raise SearchError(e.problem, param=param, fix=e.fix) from None
+    except (SearchError, RecordError) as e:
+        raise type(e)(e.problem, param=param, fix=e.fix) from None
     if len(family["members"]) < len(family["budgets"]):
         raise SearchError(f"{folder} is unfinished ({len(family['members'])} of {len(family['budgets'])} members "
                           "searched)", param=param, fix="run the same family search again to finish it")

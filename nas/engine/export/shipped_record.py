@@ -9,22 +9,24 @@ comes from the run the search measured (same run folder, same space): an export 
 run's arch writes no record there (`foreign_export`). An export from other weights of that run
 (a later or earlier checkpoint step than the search measured) is recorded with a note saying
 so (`other_weights`). Every value read back is checked (fractions in [0, 1], counts, the known
-kinds): a damaged record is one error line, as a damaged `summary.json` is.
+kinds), through the typed records `ShippedRecord` and `ExportRecord`: a damaged record is one
+error line naming the file and its first bad key, as a damaged `summary.json` is.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
-from nas.core.errors import SearchError, clip
+from nas.core.records import field_problems, parse_record, read_json
 from nas.core.schema import number_in
 from nas.core.wording import command
 from nas.engine.untrained import UNTRAINED
 
 SHIPPED = "shipped.json"
 METRICS = "metrics.json"
-SHIPPED_KINDS = ("finetuned", "inherited", "scratch")     # scratch: trained alone (a config's family)
+SHIPPED_KIND = Literal["finetuned", "inherited", "scratch"]     # scratch: trained alone (a config's family)
 FRACTIONS = ("val_top1", "test_top1", "val_top5", "test_top5")
 
 
@@ -85,35 +87,51 @@ def other_weights(source: Mapping[str, Any], step: Any, checkpoint: Any) -> str 
             f"{searched}: the shipped accuracies are of other weights than the search's")
 
 
-def record_problem(record: Any, pointer: bool = False) -> str | None:
-    """The first value of an export's metrics (`pointer`: of `shipped.json`, which also names the
-    export folder) that cannot be trusted, or None."""
-    if not isinstance(record, dict):
-        return "not a JSON object"
-    checks: dict[str, tuple[bool, str]] = {"arch_id": (isinstance(record.get("arch_id"), str), "an arch id")}
-    if pointer:
-        checks["export_dir"] = (isinstance(record.get("export_dir"), str), "a folder")
-    for key in FRACTIONS:
-        if key in ("val_top1", "test_top1") or record.get(key) is not None:
-            checks[key] = (number_in(record.get(key), 0, 1), "a fraction in [0, 1]")
-    optional = {"shipped": (lambda v: v in SHIPPED_KINDS, f"one of {', '.join(SHIPPED_KINDS)}"),
-                "inherited": (_accuracies_ok, "a mapping of fractions in [0, 1]"),
-                "finetune": (_finetune_ok, "null or a fine-tune (steps >= 1, fraction_of_run >= 0)"),
-                "cheaper": (_cheaper_ok, "a list of subnets (arch_id, source, macs, val_top1 in [0, 1])"),
-                "warning": (lambda v: isinstance(v, str), "a line"),
-                "ignores_input": (lambda v: isinstance(v, str), "a line"),
-                "step": (lambda v: number_in(v, 0, integer=True), "a step >= 0"),
-                "macs": (lambda v: number_in(v, 0, integer=True), "a count >= 0"),
-                "params": (lambda v: number_in(v, 0, integer=True), "a count >= 0"),
-                "run": (lambda v: isinstance(v, str), "a folder"),
-                "weights": (lambda v: isinstance(v, str), "a weights digest")}
-    for key, (ok, want) in optional.items():
-        if record.get(key) is not None:
-            checks[key] = (ok(record[key]), want)
-    for key, (ok, want) in checks.items():
-        if not ok:
-            return f"'{key}' must be {want}, got {clip(record.get(key), 60)}"
-    return None
+@dataclass(frozen=True)
+class ExportRecord:
+    """The fields of an export's metrics.json that the search's record of it is judged and shown
+    by (the file holds more), each checked; `export_dir` is `shipped.json`'s own (`ShippedRecord`)."""
+
+    arch_id: str
+    val_top1: float
+    test_top1: float
+    val_top5: float | None = None
+    test_top5: float | None = None
+    shipped: SHIPPED_KIND | None = None
+    inherited: dict[str, Any] | None = None
+    finetune: dict[str, Any] | None = None
+    cheaper: tuple[dict[str, Any], ...] | None = None
+    warning: str | None = None
+    ignores_input: str | None = None
+    step: int | None = None
+    macs: int | None = None
+    params: int | None = None
+    run: str | None = None
+    weights: str | None = None
+
+    def __post_init__(self) -> None:
+        fractions = {key: (getattr(self, key) is None or number_in(getattr(self, key), 0, 1), "a fraction in [0, 1]")
+                     for key in FRACTIONS}
+        counts = {key: (getattr(self, key) is None or getattr(self, key) >= 0, "a count >= 0")
+                  for key in ("macs", "params")}
+        field_problems(**fractions, **counts, step=(self.step is None or self.step >= 0, "a step >= 0"),
+                       inherited=(self.inherited is None or _accuracies_ok(self.inherited),
+                                  "a mapping of fractions in [0, 1]"),
+                       finetune=(self.finetune is None or _finetune_ok(self.finetune),
+                                 "null or a fine-tune (steps >= 1, fraction_of_run >= 0)"),
+                       cheaper=(self.cheaper is None or _cheaper_ok(list(self.cheaper)),
+                                "a list of subnets (arch_id, source, macs, val_top1 in [0, 1])"))
+
+
+@dataclass(frozen=True)
+class ShippedRecord(ExportRecord):
+    """shipped.json: the export's metrics and the export folder it names."""
+
+    export_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        field_problems(export_dir=(self.export_dir is not None, "the export's folder"))
 
 
 def _accuracies_ok(value: Any) -> bool:
@@ -133,15 +151,12 @@ def _cheaper_ok(value: Any) -> bool:
 
 
 def _read(path: Path, folder: Path, pointer: bool) -> dict[str, Any]:
-    """A checked record; `SearchError` naming the file when it cannot be read or trusted."""
+    """The record at `path` (`pointer`: shipped.json, else an export's metrics.json), read through
+    its typed record; `RecordError` naming `SEARCH_DIR` and the file when it cannot be trusted."""
     again = f"export the search's answer again ({command('export', 'RUN', arch=folder / 'best.yaml')})"
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise SearchError(f"SEARCH_DIR: {path}: cannot read it ({str(e).splitlines()[0]}); {again}") from e
-    problem = record_problem(record, pointer)
-    if problem is not None:
-        raise SearchError(f"SEARCH_DIR: {path}: {problem}; the record is damaged: {again}")
+    record = read_json(path, param="SEARCH_DIR", fix=again)
+    parse_record(ShippedRecord if pointer else ExportRecord, record, path, param="SEARCH_DIR", fix=again,
+                 open_keys=True)
     return record
 
 

@@ -74,7 +74,7 @@ from nas.engine.data.build import build_source
 from nas.engine.data.sources import DataSource
 from nas.core.locks import Claims
 from nas.core.preprocessing import INTERPOLATION
-from nas.core.processes import worker_pool
+from nas.core.processes import terminate_workers, worker_pool
 from nas.engine.fidelity.ground_truth_records import Expected, record_problem
 from nas.engine.fidelity.recipe import Recipe
 from nas.engine.fidelity.standalone import total_steps, train_standalone
@@ -349,9 +349,7 @@ class _Pool:
         if self.executor is None:
             return
         if kind is not None and issubclass(kind, (Interrupted, KeyboardInterrupt)):
-            # private in Python < 3.14 (which adds terminate_workers): the pool's processes
-            for process in list((getattr(self.executor, "_processes", None) or {}).values()):
-                process.terminate()
+            terminate_workers(self.executor)
         self.executor.shutdown(wait=True, cancel_futures=True)
 
 

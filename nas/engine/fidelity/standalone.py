@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from nas.core.config import GradClipConfig
-from nas.core.errors import CheckpointError, TrainingDiverged, clip_words
+from nas.core.errors import CheckpointError, RecordError, TrainingDiverged, clip_words
 from nas.core.preprocessing import INTERPOLATION, resize
+from nas.core.records import field_problems, parse_record
 from nas.core.rng import derive_seed
 from nas.engine.bn import recalibrate_bn
 from nas.engine.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -85,18 +86,31 @@ def _batches(recipe: Recipe, data: DataSource, seed: int, total: int, start: int
         epoch, offset = epoch + 1, 0
 
 
+@dataclass(frozen=True)
+class PartialProgress:
+    """How far a partial training's saved state got (beside its weights, optimiser and RNG)."""
+
+    step: int
+    seconds: float
+
+    def __post_init__(self) -> None:
+        field_problems(step=(self.step >= 0, "a step >= 0"), seconds=(self.seconds >= 0, "seconds >= 0"))
+
+
 def _resume(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[int, float]:
     """Restore a partial training from `path` (weights, optimiser, RNG); returns (steps done,
-    seconds spent). (0, 0.0) when there is none, or when it cannot be read (said on stderr)."""
+    seconds spent). (0, 0.0) when there is none, or when it cannot be read or trusted (said on
+    stderr: a state is a cache, so its damage costs the steps, never the training)."""
     if path is None or not path.is_file():
         return 0, 0.0
     try:
         state = load_checkpoint(path)
+        progress = parse_record(PartialProgress, state, path, open_keys=True)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
-        return int(state["step"]), float(state["seconds"])
-    except (CheckpointError, KeyError, RuntimeError, ValueError, TypeError) as e:
+        return progress.step, progress.seconds
+    except (CheckpointError, RecordError, KeyError, RuntimeError, ValueError, TypeError) as e:
         print(f"{path}: not resumed, training from the start ({clip_words(str(e))})", file=sys.stderr, flush=True)
         return 0, 0.0
 

@@ -5,7 +5,8 @@ table and, for the winner, measured on the table's device. The search loop only 
 module three things: the costs of an arch, whether they break a budget, and (at the end) how
 far the table's prediction was from a measurement.
 
-A budget below the cheapest arch is refused before searching. For MACs and params the cheapest
+A budget below the cheapest arch is refused before searching, and a MACs or params budget above
+the max subnet's cost (it admits every arch). For MACs and params the cheapest
 is the min subnet (every choice at its cheapest). For latency it is the cheapest latency the
 source holds for a live arch (`latency_floor`), not the min subnet's: a measured or fitted
 table need not rank the min-MACs subnet first (on a phone, archs of more MACs run faster). The
@@ -22,7 +23,8 @@ from typing import Any, Callable, Mapping
 from torch import nn
 
 from nas.core.arch import Arch, arch_id
-from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS
+from nas.core.budgets import check_not_above_max
+from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS, PARAMS
 from nas.core.errors import ConfigError, SearchError
 from nas.engine.latency.table import BUILD_TABLE, ENUMERATE_LIMIT, LatencyTable
 from search_spaces.base import ArchSpace
@@ -104,9 +106,15 @@ class SearchCosts:
         """Whether `arch` (whose arch_id is `key`, when known) meets every budget."""
         return self.violation(self(arch, key)) is None
 
-    def check_cheapest(self) -> None:
+    def check_range(self) -> None:
         """Raise `SearchError` naming the parameter when a budget is below the cheapest arch
-        (module docstring): the min subnet's MACs or params, the latency floor."""
+        (module docstring): the min subnet's MACs or params, the latency floor; `ConfigError`
+        when a MACs or params budget is above the max subnet's (`check_not_above_max`)."""
+        highest = dict(zip((MACS.name, PARAMS.name), self.space.costs(self.space.max())))
+        for name, budget in self.budgets.items():
+            if name in highest:
+                cost = BY_NAME[name]
+                check_not_above_max(cost.param, cost, cost.budget(budget), budget, highest[name])
         costs = self(self.space.min())
         for name, budget in self.budgets.items():
             cost = BY_NAME[name]

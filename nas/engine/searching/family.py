@@ -9,31 +9,89 @@ A family answers several budgets on one cost (MACs, parameters or latency) with 
 - `m<k>-<cost><amount>/`: member k's own search folder (summary.json, best.yaml, results.jsonl,
   pareto.json ...), which every command reading a search folder reads as it reads any other.
 
-This module owns reading and writing `family.json` (`read_family` checks every field, so a
-damaged file is one line naming it) and the `FamilyResult` a family search returns.
+This module owns reading and writing `family.json` (`read_family` reads it through its typed
+record, `FamilyRecord`, so a damaged file is one line naming it and its first bad key) and the
+`FamilyResult` a family search returns.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from nas.core.costs import COST_NAMES
-from nas.core.errors import SearchError, clip_words
+from nas.core.errors import RecordError, SearchError
 from nas.core.files import write_json
+from nas.core.records import field_problems, parse_record, read_json
 from nas.engine.searching.results import SearchResult
 
-__all__ = ["FAMILY", "FamilyResult", "is_family", "member_dir", "read_family", "write_family"]
+__all__ = ["FAMILY", "FamilyMember", "FamilyRecord", "FamilyResult", "is_family", "member_dir", "read_family",
+           "write_family"]
+
+COST_KINDS = Literal[COST_NAMES]      # type: ignore[valid-type]
 
 FAMILY = "family.json"
-KIND = "family"
-_MEMBER_FIELDS = {"index": int, "budget": (int, float), "budget_spec": str, "dir": str, "arch_id": str,
-                  "arch": dict, "macs": int, "params": int, "score": str, "score_value": (int, float)}
-_FIELDS = {"kind": str, "cost": str, "budget_specs": list, "budgets": list, "other_budgets": dict,
-           "members": list, "searcher": str, "score": str, "seed": int, "trials": int, "evaluations": int,
-           "device": str, "batch": int}
+FIX = "remove the family folder and search again"
+
+
+@dataclass(frozen=True)
+class FamilyMember:
+    """One member's answer in family.json: its budget, folder (inside the family's), arch and costs."""
+
+    index: int
+    budget: float
+    budget_spec: str
+    dir: str
+    arch_id: str
+    arch: dict[str, Any]
+    macs: int
+    params: int
+    score: str
+    score_value: float
+    latency_ms: float | None = None
+    val_top1: float | None = None
+
+    def __post_init__(self) -> None:
+        inside = not Path(self.dir).is_absolute() and ".." not in Path(self.dir).parts
+        field_problems(dir=(inside, "a folder inside the family folder"),
+                       score_value=(math.isfinite(self.score_value), "a finite number"),
+                       budget=(math.isfinite(self.budget), "a finite number"))
+
+
+@dataclass(frozen=True)
+class FamilyRecord:
+    """family.json: what the family was asked and its members so far, in ascending budget order
+    (`source`: the weights searched; `config`: the config's spelling, for an untrained one)."""
+
+    kind: Literal["family"]
+    cost: COST_KINDS
+    budget_specs: tuple[str, ...]
+    budgets: tuple[float, ...]
+    other_budgets: dict[str, Any]
+    members: tuple[FamilyMember, ...]
+    searcher: str
+    score: str
+    seed: int
+    trials: int
+    evaluations: int
+    device: str
+    batch: int
+    score_reason: str | None = None
+    source: dict[str, Any] | None = None
+    latency_table: str | None = None
+    config: str | None = None
+
+    def __post_init__(self) -> None:
+        budgets = self.budgets
+        increasing = (bool(budgets) and all(map(math.isfinite, budgets))
+                      and all(a < b for a, b in zip(budgets, budgets[1:])))
+        in_order = [m.index == k and m.budget == budgets[k - 1] for k, m in enumerate(self.members, 1)
+                    if k <= len(budgets)]
+        field_problems(budgets=(increasing and len(self.budget_specs) == len(budgets), "finite numbers in strictly "
+                                "increasing order, one per budget_specs entry"),
+                       members=(len(self.members) <= len(budgets) and all(in_order), "at most one per budget, "
+                                "numbered 1, 2, ... in ascending budget order"))
 
 
 def member_dir(index: int, cost: str, budget: float, digits: int = 4) -> str:
@@ -50,69 +108,24 @@ def is_family(folder: str | Path) -> bool:
     return (Path(folder) / FAMILY).is_file()
 
 
-def _problem(data: Any) -> str | None:
-    """What is wrong with a family.json's content, or None."""
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    if data.get("kind") != KIND:
-        return f"kind is {data.get('kind')!r}, not {KIND!r}"
-    for key, kind in _FIELDS.items():
-        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
-            return f"'{key}' is missing or not a {kind.__name__}"
-    if data["cost"] not in COST_NAMES:
-        return f"cost {data['cost']!r} is not one of {', '.join(COST_NAMES)}"
-    budgets = data["budgets"]
-    if (not budgets or not all(_number(b) for b in budgets) or any(a >= b for a, b in zip(budgets, budgets[1:]))
-            or len(data["budget_specs"]) != len(budgets)):
-        return "'budgets' must be numbers in strictly increasing order, one per budget_specs entry"
-    for number, member in enumerate(data["members"], 1):
-        if not isinstance(member, dict):
-            return f"member {number} is not an object"
-        for key, kind in _MEMBER_FIELDS.items():
-            value = member.get(key)
-            if not isinstance(value, kind) or isinstance(value, bool) or (kind != str and not _finite(value)):
-                return f"member {number}: '{key}' is missing or of the wrong type"
-        if member["index"] != number or member["budget"] != budgets[number - 1]:
-            return f"member {number}: index or budget out of order (members in ascending budget order)"
-        if Path(member["dir"]).is_absolute() or ".." in Path(member["dir"]).parts:
-            return f"member {number}: 'dir' must be a folder inside the family folder"
-    if len(data["members"]) > len(budgets):
-        return "more members than budgets"
-    return None
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _finite(value: Any) -> bool:
-    return not isinstance(value, float) or math.isfinite(value)
-
-
 def read_family(folder: str | Path) -> dict[str, Any]:
     """The content of `folder/family.json`, checked (see the module docstring); a missing or
     damaged file raises `SearchError` in one line naming it. `members` lists the members
     found so far (a family stopped between members lists fewer than `budgets`)."""
     path = Path(folder) / FAMILY
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SearchError(f"{path}: no such file; {folder} is not a family search folder") from None
-    except (OSError, ValueError) as e:
-        raise SearchError(f"{path}: not readable as JSON ({clip_words(str(e))})",
-                          fix="remove the family folder and search again") from None
-    problem = _problem(data)
-    if problem is not None:
-        raise SearchError(f"{path}: not a family search's record ({problem})",
-                          fix="remove the family folder and search again")
+    if not path.exists():
+        raise SearchError(f"{path}: no such file; {folder} is not a family search folder")
+    data = read_json(path, fix=FIX)
+    parse_record(FamilyRecord, data, path, fix=FIX)
     return data
 
 
 def write_family(folder: Path, data: Mapping[str, Any]) -> Path:
     """Write `folder/family.json` atomically (checked as `read_family` reads it)."""
-    problem = _problem(dict(data))
-    if problem is not None:      # the writer's own defect: never leave a file read_family refuses
-        raise SearchError(f"{folder / FAMILY}: would not be readable ({problem})")
+    try:
+        parse_record(FamilyRecord, dict(data), folder / FAMILY)
+    except RecordError as e:      # the writer's own defect: never leave a file read_family refuses
+        raise SearchError(f"would not be readable: {e.problem}") from None
     return write_json(folder / FAMILY, dict(data))
 
 

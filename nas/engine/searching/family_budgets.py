@@ -1,22 +1,22 @@
 """A family's budgets: a list in one budget parameter, or `members=K` points along the MACs range.
 
-`max_macs="35%,50%,75%"` (or a list, from Python), `max_params="1M,2M"`, `max_latency_ms="1.2,1.5"`
+`max_macs="35%,50%,75%"` (or a list, from Python), `max_params="200K,400K"`, `max_latency_ms="1.2,1.5"`
 each ask one member per budget; `members=K` asks K MACs budgets evenly spaced from
 `MEMBERS_LOW` to `MEMBERS_HIGH` percent of the way from the min to the max subnet (K=1: the
 middle). Budgets on the other costs are shared by every member. Everything is checked before
 any work (what needs no space by `nas.core.budgets`): one line naming the parameter for an empty
-entry, a list that is not strictly increasing once percentages are counts, two budgets at or
-above the max subnet's cost (both members would answer alike), more than `MAX_MEMBERS` budgets,
-lists in two parameters, `members` beside a MACs budget.
+entry, a list that is not strictly increasing once percentages are counts, a budget above the
+max subnet's cost (it admits every arch, as a one-budget search refuses it too), more than
+`MAX_MEMBERS` budgets, lists in two parameters, `members` beside a MACs budget.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nas.core.budgets import (MEMBERS_HIGH, MEMBERS_LOW, Budget, budget_list, check_increasing, family_specs,
-                              member_specs, milliseconds)
-from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS, Cost
+from nas.core.budgets import (MEMBERS_HIGH, MEMBERS_LOW, Budget, budget_list, check_increasing, check_not_above_max,
+                              family_specs, member_specs, milliseconds)
+from nas.core.costs import BY_NAME, COSTS, LATENCY, MACS
 from nas.core.errors import ConfigError
 from nas.engine.searching.request import resolve_budget
 
@@ -67,7 +67,8 @@ def family_budgets(run: Run, *, max_macs: Any = None, max_params: Any = None, ma
         budgets = [_resolve(spec, low, high, param) for spec in specs]
     check_increasing(param, specs, budgets, [cost.budget(value) for value in budgets])
     if cost != LATENCY:
-        _check_below_max(param, cost, specs, budgets, high)
+        for spec, budget in zip(specs, budgets):
+            check_not_above_max(param, cost, spec, budget, high)
     others = {p: value for p, value in given.items() if p != param}
     if isinstance(others.get(LATENCY.param), str):
         others[LATENCY.param] = milliseconds(others[LATENCY.param], LATENCY.param)
@@ -79,14 +80,3 @@ def _resolve(spec: str, low: float, high: float, param: str) -> float:
     value = resolve_budget(spec, low, high, param)
     assert value is not None
     return value
-
-
-def _check_below_max(param: str, cost: Cost, specs: tuple[str, ...] | list[str], budgets: list[float],
-                     high: float) -> None:
-    """Refuse two budgets at or above the max subnet's cost: both admit every arch, so both
-    members would answer alike."""
-    above = [spec for spec, budget in zip(specs, budgets) if budget >= high]
-    if len(above) > 1:
-        raise ConfigError(f"{param}: {' and '.join(above[:2])} are at or above the max subnet's {cost.amount(high)}: "
-                          "each admits every arch, so their members would answer alike; keep one of them (100% is "
-                          "the max subnet)")

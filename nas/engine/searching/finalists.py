@@ -265,9 +265,10 @@ def _measured(run: Any, todo: list[Record], settings: Finetune, workers: int, me
         return
     from concurrent.futures import as_completed
 
-    from nas.core.processes import worker_pool
+    from nas.core.processes import stopped_on_interrupt, worker_pool
 
-    with worker_pool(min(workers, len(todo)), _start_worker, (source, str(run.device))) as pool:
+    with worker_pool(min(workers, len(todo)), _start_worker, (source, str(run.device))) as pool, \
+            stopped_on_interrupt(pool):      # SIGTERM stops the fine-tunes at once; measured ones are kept
         futures = [pool.submit(_worker_measure, record, settings) for record in todo]
         for future in as_completed(futures):
             yield future.result()

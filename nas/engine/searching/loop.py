@@ -7,7 +7,8 @@ maximises) and/or its validation top-1 (`{"val_top1": fraction}`, the score when
 tells each trial the arch's score among every arch evaluated so far, and the final scores
 rank all of them together at the end.
 1. Fail fast when a budget is below the cheapest arch (the min subnet's MACs and params, the
-   latency table's cheapest live arch: `SearchCosts.check_cheapest`), naming its cost.
+   latency table's cheapest live arch) or a MACs or params budget above the max subnet's
+   (`SearchCosts.check_range`), naming its cost.
 2. Small spaces (at most `ENUMERATE_LIMIT` raw archs) are listed: when fewer feasible
    distinct archs exist than `trials`, the search evaluates all of them and says so.
 3. Loop until `trials` evaluations are complete: `ask`; reject (cheap checks first: analytic
@@ -206,7 +207,7 @@ def check_request(space: ArchSpace, request: SearchRequest, latency: LatencyTabl
                           "in the search directory")
     check_int("worker", worker, 0)
     costs = SearchCosts(space, request.constraints.budgets(), latency)
-    costs.check_cheapest()
+    costs.check_range()
     return options, costs
 
 

@@ -4,7 +4,8 @@
 argument checked, the score resolved), the folder locked for the whole command, the loop run
 (`loop.search_loop`, in spawned worker processes first for a shared Optuna study, each given
 the same request), then the finalists (`finalists.run_finalists`) and the answer's files,
-written once (`outputs.answer`).
+written once (`outputs.answer`). SIGTERM stops it with one line (exit 143): what is kept, and
+that the same command resumes it.
 """
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 
-from nas.core.errors import NasError, SearchError
+from nas.core.errors import Interrupted, NasError, SearchError
 from nas.core.files import check_writable
 from nas.core.locks import folder_lock
+from nas.core.stopping import sigterm_raises
 from nas.core.wording import announce, command
 from nas.engine.devices import resolve_device
 from nas.engine.latency.stage import latency_table
@@ -87,7 +89,14 @@ def search(run: Run, searcher: str | None = None, *, max_macs: str | float | Non
                                 options=options, worker=worker, workers=workers, progress=progress,
                                 finalist_steps=finalist_steps, latency_table=latency_table,
                                 predict_missing=predict_missing, ships=ships)
-        return search_request(run, request)
+        with sigterm_raises(_stopped(request.out)):
+            return search_request(run, request)
+
+
+def _stopped(out: Path) -> str:
+    """What a SIGTERM during a one-budget search says after `SIGTERM: ` (a family's says its members)."""
+    return (f"the search stopped; every arch evaluated is kept in {out}; run the same nas search again to resume "
+            "it")
 
 
 def check_search(run: Run, request: SearchRequest) -> tuple[SearchScore, LatencyTable | None]:
@@ -204,15 +213,18 @@ def _run_workers(request: SearchRequest) -> int:
     """Run `request.workers` shares of one Optuna study in spawned processes of one thread each
     (each loads the run from the request's source) and wait for them all; returns the
     evaluations they made."""
-    from nas.core.processes import worker_pool
+    from nas.core.processes import stopped_on_interrupt, worker_pool
 
     request.out.mkdir(parents=True, exist_ok=True)
     errors, made = [], 0
-    with worker_pool(request.workers) as pool:
+    # on SIGTERM (`search`) the workers stop at once: what they evaluated is kept, a rerun resumes
+    with worker_pool(request.workers) as pool, stopped_on_interrupt(pool):
         futures = [pool.submit(search_worker, request, k) for k in range(request.workers)]
         for k, future in enumerate(futures):
             try:
                 made += future.result()
+            except Interrupted:
+                raise
             except Exception as e:     # a worker's error, raised again here with its index
                 errors.append(f"worker {k}: {_first_line(e)}")
     if errors:

@@ -2,36 +2,57 @@
 against the budgets, and how it was chosen (the score, why `auto` chose it, the finalists)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from nas.core.errors import SearchError
+from nas.core.records import field_problems, parse_record, read_json
+from nas.core.schema import number_in
+
+
+AGAIN = "run the same nas search again to write it anew"
+
+
+@dataclass(frozen=True)
+class SearchSummaryRecord:
+    """The fields of a search's summary.json that `format_search_summary` reads (the file holds
+    more: the score's line and reason, the source, the searcher ...), each checked."""
+
+    arch_id: str
+    macs: int
+    params: int
+    dir: str
+    val_top1: float | None = None
+    latency_ms: float | None = None
+    budgets: dict[str, Any] | None = None
+    finalists: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        field_problems(macs=(self.macs >= 0, "a count >= 0"), params=(self.params >= 0, "a count >= 0"),
+                       val_top1=(self.val_top1 is None or number_in(self.val_top1, 0, 1), "a fraction in [0, 1]"),
+                       latency_ms=(self.latency_ms is None or number_in(self.latency_ms, 0), "a number >= 0"),
+                       budgets=(self.budgets is None or all(number_in(v, 0) and v > 0 for v in self.budgets.values()),
+                                "a mapping of positive budgets"),
+                       finalists=(self.finalists is None or _finalists_ok(self.finalists), "null or a finalists "
+                                  "stage (measure, winner, search_best, finalists with rank and finalist_top1)"))
+
 
 def search_summary(folder: str | Path) -> dict[str, Any]:
-    """The summary.json of a finished search folder (`nas summary`), its fields checked, with
-    `unfinished` (None, or what a later command left unfinished: more evaluations or a finalists
-    stage after the summary was written, e.g. a killed search)."""
-    import json
-
-    from nas.core.errors import SearchError
-
+    """The summary.json of a finished search folder (`nas summary`), read through its typed
+    record (`SearchSummaryRecord`: a damaged file is one line naming it and its first bad key),
+    with `unfinished` (None, or what a later command left unfinished: more evaluations or a
+    finalists stage after the summary was written, e.g. a killed search)."""
     folder = Path(folder)
     path = folder / "summary.json"
-    try:
-        summary = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists():
         started = _started(folder)
         if started:
             raise SearchError(f"SEARCH_DIR: {folder} holds no summary.json: the search is unfinished (killed, or "
-                              f"still running; {started}); run the same nas search again to finish it") from None
-        raise SearchError(f"SEARCH_DIR: {folder} holds no summary.json (not a finished search folder)") from None
-    except (OSError, ValueError) as e:
-        raise SearchError(f"SEARCH_DIR: {path}: cannot read it ({str(e).splitlines()[0]})") from e
-    if not isinstance(summary, dict) or not all(key in summary for key in ("arch_id", "macs", "params", "dir")):
-        raise SearchError(f"SEARCH_DIR: {path} is not a search summary")
-    problem = _problem(summary)
-    if problem is not None:
-        raise SearchError(f"SEARCH_DIR: {path}: {problem}; the summary is damaged: run the same nas search again "
-                          "to write it anew")
+                              f"still running; {started}); run the same nas search again to finish it")
+        raise SearchError(f"SEARCH_DIR: {folder} holds no summary.json (not a finished search folder)")
+    summary = read_json(path, param="SEARCH_DIR", fix=AGAIN)
+    parse_record(SearchSummaryRecord, summary, path, param="SEARCH_DIR", fix=AGAIN, open_keys=True)
     return {**summary, "unfinished": _unfinished(folder, path)}
 
 
@@ -59,37 +80,6 @@ def _unfinished(folder: Path, summary_path: Path) -> str | None:
             "this is the answer before it; run the same nas search again to finish it")
 
 
-def _number(value: Any, low: float, high: float = float("inf"), integer: bool = False) -> bool:
-    from nas.core.schema import number_in
-
-    return number_in(value, low, high, integer)
-
-
-def _problem(summary: Mapping[str, Any]) -> str | None:
-    """The first field of a summary.json that `format_search_summary` cannot trust, or None."""
-    from nas.core.errors import clip
-
-    checks = {"arch_id": (isinstance(summary["arch_id"], str), "a string"),
-              "macs": (_number(summary["macs"], 0, integer=True), "a count >= 0"),
-              "params": (_number(summary["params"], 0, integer=True), "a count >= 0"),
-              "dir": (isinstance(summary["dir"], str), "a path")}
-    for key, want in (("val_top1", "a fraction in [0, 1]"), ("latency_ms", "a number >= 0")):
-        if summary.get(key) is not None:
-            checks[key] = (_number(summary[key], 0, 1 if key == "val_top1" else float("inf")), want)
-    budgets = summary.get("budgets")
-    if budgets is not None:
-        checks["budgets"] = (isinstance(budgets, Mapping) and all(_number(v, 0) and v > 0 for v in budgets.values()),
-                             "a mapping of positive budgets")
-    stage = summary.get("finalists")
-    if stage is not None:
-        checks["finalists"] = (_finalists_ok(stage), "null or a finalists stage (measure, winner, search_best, "
-                               "finalists with rank and finalist_top1)")
-    for key, (ok, want) in checks.items():
-        if not ok:
-            return f"'{key}' must be {want}, got {clip(summary[key], 60)}"
-    return None
-
-
 def _score_line(summary: Mapping[str, Any]) -> str:
     """The score and its one reason (a summary written before `score_line` existed: the score)."""
     line, score = summary.get("score_line"), summary.get("score", "supernet")
@@ -103,11 +93,11 @@ def _score_line(summary: Mapping[str, Any]) -> str:
 def _finalists_ok(stage: Any) -> bool:
     if not isinstance(stage, Mapping) or not isinstance(stage.get("finalists"), list):
         return False
-    if not isinstance(stage.get("measure"), Mapping) or not _number(stage["measure"].get("steps"), 1, integer=True):
+    if not isinstance(stage.get("measure"), Mapping) or not number_in(stage["measure"].get("steps"), 1, integer=True):
         return False
     rows = stage["finalists"]
-    if not all(isinstance(r, Mapping) and isinstance(r.get("arch_id"), str) and _number(r.get("finalist_top1"), 0, 1)
-               and _number(r.get("rank"), 1, integer=True) for r in rows):
+    if not all(isinstance(r, Mapping) and isinstance(r.get("arch_id"), str) and number_in(r.get("finalist_top1"), 0, 1)
+               and number_in(r.get("rank"), 1, integer=True) for r in rows):
         return False
     ids = {r["arch_id"] for r in rows}
     return stage.get("winner") in ids and stage.get("search_best") in ids and isinstance(stage.get("changed"), bool)

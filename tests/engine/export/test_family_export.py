@@ -126,9 +126,9 @@ def test_a_damaged_family_json_is_one_line(fresh, capsys):
     runs, family = fresh
     (family / "family.json").write_text('{"kind": "family", "members": [{"index": 1}]}')
     one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:", "family.json",
-                   "not a family search's record")
+                   "damaged record: ")
     (family / "family.json").write_text("{not json")
-    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:", "not readable as JSON")
+    one_line_error(capsys, ["export", str(runs / "tiny"), "--family", str(family)], "--family:", "cannot read it")
 
 
 def test_an_unfinished_family_is_one_line(fresh, capsys):

@@ -97,7 +97,7 @@ def test_json_carries_the_rows(family, capsys):
 
 def test_a_damaged_family_json_is_one_line_in_summary(family, capsys):
     (family / "family.json").write_text('{"kind": "family"}')
-    one_line_error(capsys, ["summary", str(family)], "SEARCH_DIR:", "family.json", "not a family search's record")
+    one_line_error(capsys, ["summary", str(family)], "SEARCH_DIR:", "family.json", "damaged record: cost: missing")
 
 
 def test_a_member_whose_export_folder_was_deleted_is_not_shown_as_shipped(family, capsys):

@@ -56,11 +56,13 @@ def hand_made_export(folder: Path, arch: str = "a1", step: int = 8, run: str = "
 
 @pytest.mark.parametrize("damage, needle", [
     ("{not json", "cannot read it"),
-    (json.dumps({"arch_id": "a1", "export_dir": "x", "val_top1": 0.5, "test_top1": 7.5}), "'test_top1'"),
+    (json.dumps({"arch_id": "a1", "export_dir": "x", "val_top1": 0.5, "test_top1": 7.5}),
+     "damaged record: test_top1: must be a fraction in [0, 1], got 7.5"),
     (json.dumps({"arch_id": "a1", "export_dir": "x", "val_top1": 0.5, "test_top1": 0.4, "shipped": "both"}),
-     "'shipped'"),
+     "damaged record: shipped: both is not allowed; choose one of 'finetuned', 'inherited', 'scratch'"),
     (json.dumps({"arch_id": "a1", "export_dir": "x", "val_top1": 0.5, "test_top1": 0.4,
-                 "cheaper": [{"arch_id": "b", "source": "min subnet", "macs": 3, "val_top1": -1}]}), "'cheaper'"),
+                 "cheaper": [{"arch_id": "b", "source": "min subnet", "macs": 3, "val_top1": -1}]}),
+     "damaged record: cheaper: must be a list of subnets"),
 ])
 def test_a_damaged_shipped_record_is_one_error_line_like_a_damaged_summary(tmp_path, capsys, damage, needle):
     search_dir = hand_made_search(tmp_path / "search")
@@ -72,7 +74,8 @@ def test_a_shipped_record_whose_export_folder_now_holds_values_out_of_range_is_r
     search_dir = hand_made_search(tmp_path / "search")
     pointer = hand_made_export(tmp_path / "export", val_top1=7.5)
     (search_dir / SHIPPED).write_text(json.dumps({**pointer, "val_top1": 0.5}))
-    one_line_error(capsys, ["summary", str(search_dir)], str(tmp_path / "export" / "metrics.json"), "'val_top1'")
+    one_line_error(capsys, ["summary", str(search_dir)], str(tmp_path / "export" / "metrics.json"),
+                   "damaged record: val_top1: must be a fraction in [0, 1], got 7.5")
 
 
 def test_summary_reads_the_export_folder_not_the_copy_in_the_search_folder(tmp_path, capsys):

@@ -9,7 +9,7 @@ import torch
 from nas import api
 from nas.core.config import load_config
 from nas.engine.fidelity import ground_truth, standalone
-from nas.engine.checkpoint import load_checkpoint
+from nas.engine.checkpoint import load_checkpoint, save_checkpoint
 from nas.engine.data.build import build_source
 from nas.engine.fidelity.recipe import load_recipe
 from tests.support.tiny import tiny_config
@@ -75,6 +75,33 @@ def test_an_unreadable_saved_state_is_said_and_training_starts_over(setup, tmp_p
     assert all(torch.equal(weights[k], whole_weights[k]) for k in whole_weights)
     line, = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"{partial}: not resumed, training from the start (")
+
+
+@pytest.fixture(scope="module")
+def stopped_at_4(setup, tmp_path_factory):
+    """(the uninterrupted training's result and weights, the state a training killed after 4 steps saved)."""
+    whole = _train(setup)
+    partial = tmp_path_factory.mktemp("stopped") / "a-s0.partial.pt"
+    with pytest.MonkeyPatch.context() as patch:
+        _killed_after(4, patch)
+        with pytest.raises(KeyboardInterrupt):
+            _train(setup, partial=partial, save_every_s=0)
+    return whole, load_checkpoint(partial)
+
+
+@pytest.mark.parametrize("step, says", [(-2, "step: must be a step >= 0"), (2.5, "step: expected int, got 2.5")])
+def test_a_saved_state_with_a_damaged_step_is_said_and_training_starts_over(setup, stopped_at_4, tmp_path, capsys,
+                                                                            step, says):
+    """The fine-tune's and ground truth's saved state: its step read through a typed record (an
+    edited step had been trained from as it was: -2 trained 8 steps)."""
+    (whole, whole_weights), state = stopped_at_4
+    partial = tmp_path / "a-s0.partial.pt"
+    save_checkpoint({**state, "step": step}, partial)
+    capsys.readouterr()
+    again, weights = _train(setup, partial=partial)
+    assert again.steps == STEPS and all(torch.equal(weights[k], whole_weights[k]) for k in whole_weights)
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"{partial}: not resumed, training from the start ({partial}: damaged record: {says}")
 
 
 def test_the_ground_truth_resumes_a_killed_training_and_removes_its_state(setup, tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from nas import api, cli
 from nas.core.arch import arch_id
 from nas.core.config import load_config
-from nas.core.errors import ConfigError, SearchError
+from nas.core.errors import ConfigError, RecordError, SearchError
 from nas.engine.searching.family import FAMILY, is_family, read_family, write_family
 from nas.engine.searching.family_budgets import member_specs
 from nas.engine.searching.family_search import REUSED, member_seed
@@ -109,7 +109,7 @@ def _cli(capsys, trained, tmp_path, *flags: str) -> tuple[int, str]:
     (["--max-macs", "50%,20%"], "--max-macs: a family's budgets must be strictly increasing (no duplicates), got "
                                 "50% ("),
     (["--max-macs", "20%,20%"], "--max-macs: a family's budgets must be strictly increasing"),
-    (["--max-params", "1K,2M"], "--max-params: 0.001M is below the cheapest subnet"),
+    (["--max-params", "1K,50%"], "--max-params: 0.001M is below the cheapest subnet"),
     (["--max-macs", "20%,50%", "--max-params", "1M,2M"], "--max-macs: a family's budgets are on one cost, and "
                                                          "--max-params holds a list too"),
     (["--members", "2", "--max-macs", "50%"], "--members: gives the MACs budgets"),
@@ -117,7 +117,7 @@ def _cli(capsys, trained, tmp_path, *flags: str) -> tuple[int, str]:
     (["--max-latency-ms", "1.2,fast"], "--max-latency-ms: cannot read 'fast'"),
     (["--members", "2000000"], "--members: 2,000,000 members; a family has at most 61 (K budgets from 20% to 80%"),
     (["--max-macs", ",".join(["1%"] * 100_000)], "--max-macs: 100,000 budgets; a family has at most 61 members"),
-    (["--max-macs", "50%,100%,999M"], "--max-macs: 100% and 999M are at or above the max subnet's"),
+    (["--max-macs", "50%,100%,999M"], "--max-macs: 999M (999,000,000) is above the max subnet's"),
     (["--max-macs", "20%,60%", "--study", "../../x"], "'../../x' is not a valid name"),
 ])
 def test_a_bad_budget_list_is_one_line_and_exit_2(trained, favours_max, tmp_path, capsys, flags, problem):
@@ -143,8 +143,8 @@ def test_the_cli_prints_one_line_per_member_and_the_family_as_json(trained, favo
 
 def test_a_damaged_family_json_is_one_line_naming_it(tmp_path):
     (tmp_path / FAMILY).write_text('{"kind": "family", "cost": "macs"}')
-    with pytest.raises(SearchError, match=rf"^{tmp_path / FAMILY}: not a family search's record \('budget_specs' is "
-                                          r"missing or not a list\)"):
+    with pytest.raises(RecordError, match=rf"^{tmp_path / FAMILY}: damaged record: budget_specs: missing \(required\) "
+                                          r"\(and \d+ more\); remove the family folder and search again$"):
         read_family(tmp_path)
     with pytest.raises(SearchError, match="would not be readable"):
         write_family(tmp_path, {"kind": "family"})

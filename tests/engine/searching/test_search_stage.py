@@ -16,7 +16,7 @@ from nas.engine.checkpoint import load_checkpoint, save_checkpoint
 from nas.engine.searching import finalists as stage
 from nas.engine.searching.results import SearchResult
 from tests.conftest import make_space
-from tests.support.safety import copy_run
+from tests.support.safety import copy_run, one_line_error
 from tests.engine.searching.test_finalists import FavoursMin, truth
 from tests.engine.searching.test_finalists import favours_min, truthful  # noqa: F401  (fixtures)
 
@@ -192,10 +192,10 @@ def test_the_min_subnet_notice_compares_costs(capsys):
 
 
 @pytest.mark.parametrize("edit, message", [
-    ({"macs": "12K"}, "'macs' must be a count >= 0, got 12K"),
-    ({"budgets": {"macs": 0}}, "'budgets' must be a mapping of positive budgets"),
-    ({"finalists": {}}, "'finalists' must be null or a finalists stage"),
-    ({"val_top1": 75.0}, "'val_top1' must be a fraction in [0, 1], got 75.0"),
+    ({"macs": "12K"}, "damaged record: macs: expected int, got 12K"),
+    ({"budgets": {"macs": 0}}, "budgets: must be a mapping of positive budgets, got {'macs': 0}"),
+    ({"finalists": {}}, "finalists: must be null or a finalists stage"),
+    ({"val_top1": 75.0}, "val_top1: must be a fraction in [0, 1], got 75.0"),
 ])
 def test_summary_of_a_damaged_summary_is_one_line(trained, favours_min, tmp_path, capsys, edit, message):
     """Defect 11: a string for MACs, a zero budget, `finalists: {}` gave tracebacks."""
@@ -278,3 +278,21 @@ def test_a_refused_search_leaves_no_folder(trained, tmp_path, options, message):
         api.search(run, "evolution", trials=3, out=tmp_path / "s", progress=False, score="params",
                    **{"max_macs": "50%", **options})
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("flag, index", [("--max-macs", 0), ("--max-params", 1)])
+def test_a_budget_above_the_max_subnet_is_one_line_and_exit_2_and_equal_to_it_is_searched(trained, tmp_path, capsys,
+                                                                                          flag, index):
+    """A one-budget search refuses what a family refuses: a budget above the max subnet's cost
+    (it admits every arch), naming the flag and that cost; the max subnet's own cost is a budget."""
+    run = api.load_run("tiny", trained)
+    high = run.space.costs(run.space.max())[index]
+    base = ["search", "tiny", "--runs-dir", str(trained), "--searcher", "random", "--trials", "1", "--score", "macs",
+            "--quiet"]
+    one_line_error(capsys, [*base, flag, str(high + 1), "--out", str(tmp_path / "above")],
+                   f"{flag}: ", f"({high + 1:,}) is above the max subnet's",
+                   f"({high:,}): it admits every arch, as 100% (the max subnet) does; give at most that")
+    assert not (tmp_path / "above").exists()
+    assert cli.main([*base, flag, str(high), "--out", str(tmp_path / "equal")]) == 0
+    summary = json.loads((tmp_path / "equal" / "summary.json").read_text())
+    assert summary["budgets"][("macs", "params")[index]] == high
