@@ -65,57 +65,6 @@ def resumed_api_run(make_config: Callable[[], object], runs_dir: Path, stop_at: 
     return straight_and_resumed(train, stop_at, monkeypatch)
 
 
-def two_gloo_ranks(job: Callable[[int, str, dict], None], tmp_path: Path, timeout: float = 300) -> dict:
-    """`job(rank, store, out)` in two spawned processes (a gloo group on the file `store`, one
-    thread each); checks both exit cleanly and returns what each put in `out[rank]`.
-
-    A group whose ranks fail to connect (gloo's full-mesh TCP pairing refused, seen once under a
-    loaded pytest-xdist run) is formed again once on a fresh store; an error in `job` is not retried.
-    """
-    for attempt in range(2):
-        out, exitcodes = _start_ranks(job, str(tmp_path / f"store{attempt}"), timeout)
-        if exitcodes == [0, 0] or not any(f"unconnected{rank}" in out for rank in range(2)):
-            break
-    assert exitcodes == [0, 0], out
-    return out
-
-
-def _start_ranks(job: Callable[[int, str, dict], None], store: str, timeout: float) -> tuple[dict, list]:
-    import multiprocessing as mp
-
-    context = mp.get_context("spawn")
-    with context.Manager() as manager:
-        out = manager.dict()
-        procs = [context.Process(target=_gloo_rank, args=(job, rank, store, out)) for rank in range(2)]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join(timeout=timeout)
-        for proc in procs:
-            if proc.is_alive():       # its peer failed and it waits for the group
-                proc.kill()
-                proc.join()
-        return dict(out), [proc.exitcode for proc in procs]
-
-
-def _gloo_rank(job: Callable[[int, str, dict], None], rank: int, store: str, out: dict) -> None:
-    from datetime import timedelta
-
-    import torch
-
-    torch.set_num_threads(1)
-    try:
-        torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2,
-                                             timeout=timedelta(seconds=120))
-    except RuntimeError as error:
-        out[f"unconnected{rank}"] = str(error)
-        raise
-    try:
-        job(rank, store, out)
-    finally:
-        torch.distributed.destroy_process_group()
-
-
 def torchrun(script: str, *args: str, cwd: Path, nproc: int = 2) -> str:
     """Run `tests/support/<script>` under torchrun with `nproc` one-thread CPU processes and return
     its stderr; fails the test with the end of stderr if the job fails."""

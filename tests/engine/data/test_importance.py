@@ -19,7 +19,9 @@ from nas.engine.data.importance import DataImportance, data_importance, example_
 from nas.engine.run_dir import RunDir
 from nas.engine.data.sources import in_memory_source
 from nas.engine.training.trainer import Trainer
-from tests.support.helpers import resumed_api_run, two_gloo_ranks
+from tests.support.gloo import two_gloo_ranks
+from tests.support.helpers import resumed_api_run
+from tests.support.importance_ranks import record_half_batches
 from tests.support.tiny import tiny_config
 
 
@@ -160,18 +162,10 @@ def test_the_former_rules_stay_available_as_shifted_and_keep():
     assert (made.mix_schedule, made.undrawn_norm) == ("shifted", "keep")
 
 
-def _rank_job(rank: int, store: str, out: dict) -> None:
-    importance = DataImportance(32, 8, seed=0, rank=rank, world_size=2)
-    norms_of = torch.arange(32, dtype=torch.float32) / 32
-    for step in range(4):                       # each rank records only its half of each batch
-        index = importance.order(0)[step * 8:(step + 1) * 8]
-        importance.record(0, step, norms_of[index][rank * 4:(rank + 1) * 4])
-    out[rank] = (importance.sums.clone(), importance.counts.clone())
-
-
 @pytest.mark.slow
 def test_two_gloo_ranks_hold_the_sums_of_the_whole_batch(tmp_path):
-    (sums0, counts0), (sums1, counts1) = (two_gloo_ranks(_rank_job, tmp_path)[r] for r in range(2))
+    out = two_gloo_ranks(record_half_batches, tmp_path)
+    (sums0, counts0), (sums1, counts1) = out[0], out[1]
     single = DataImportance(32, 8, seed=0)
     _recorded(single, 0, torch.arange(32, dtype=torch.float64) / 32, 4)
     assert torch.equal(sums0, sums1) and torch.equal(counts0, counts1)
