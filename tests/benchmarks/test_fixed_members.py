@@ -41,7 +41,7 @@ def test_a_fine_tune_runs_the_given_steps_and_leaves_the_run_s_weights_alone(tra
     runs = copy_run(trained, "tiny", tmp_path / "runs")
     run = api.load_run("tiny", runs)
     inherited, tuned = islice(fixed_members.run_rows(run, ["max"], ["3"], with_teacher=False), 2)
-    assert (inherited["length"], tuned["length"], tuned["steps"]) == ("0", "3", 3) and tuned["thread_seconds"] > 0
+    assert (inherited["length"], tuned["length"], tuned["steps"]) == ("0", "3", 3)
     assert tuned["test_top1"] != inherited["test_top1"] or tuned["val_top1"] != inherited["val_top1"]
     fresh = api.load_run("tiny", runs)     # an independent load: the fine-tune trained a copy
     assert inherited["test_top1"] == api.evaluate(fresh, "max", "test").top1 == api.evaluate(run, "max", "test").top1
