@@ -233,7 +233,7 @@ def space_yaml_space(path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(bool(ONNX_MISSING) or importlib.util.find_spec("ofa") is None,
-                    reason="needs the ofa package and the onnx extra")
+                    reason="needs the ofa package and the onnx extra (pip install -e .[dev,onnx])")
 def test_an_imported_supernet_at_one_resolution_is_probed_as_the_published_supernet_page_says(capsys, tmp_path):
     from nas.engine.latency.timings import read_timings
     from nas.engine.run import load_run
